@@ -1,0 +1,31 @@
+"""lar: Layered Anytime Retrieval. ``lar.open(folder).search("query", timebox=0.5)``."""
+from __future__ import annotations
+
+from .engine import Engine, open  # noqa: A004
+from .errors import (ConfigError, HitNotFoundError, LarError, LayerFailedError, MissingExtraError,
+                     QueryError, RegistrationError, ScopeError, StaleSpanError, StateLockedError,
+                     UnknownLayerError)
+from .layer import BaseLayer, Budget, Candidate, Layer, LayerContext, ScopeView, Unit
+from .registry import register_layer, registered_layers
+from .result import Fetched, InventoryItem, Result, Status
+from .scope import Scope
+from .types import Evidence, Hit, LayerRun, LayerStatus, RunState, Span
+
+__version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython):  # `%load_ext lar`
+    try:
+        from lar_magics import load_ipython_extension as _load
+    except ImportError as exc:
+        raise MissingExtraError("lar_magics", "notebook") from exc
+    _load(ipython)
+
+
+__all__ = [
+    "BaseLayer", "Budget", "Candidate", "ConfigError", "Engine", "Evidence", "Fetched", "Hit",
+    "HitNotFoundError", "InventoryItem", "LarError", "Layer", "LayerContext", "LayerFailedError",
+    "LayerRun", "LayerStatus", "MissingExtraError", "QueryError", "RegistrationError", "Result",
+    "RunState", "Scope", "ScopeError", "ScopeView", "Span", "StaleSpanError", "StateLockedError",
+    "Status", "Unit", "UnknownLayerError", "open", "register_layer", "registered_layers",
+]

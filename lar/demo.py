@@ -1,0 +1,143 @@
+"""``lar demo``: a scripted tour of the layers on the embedded corpus (``datasets/demo``).
+
+The corpus (three CC-BY papers, a few prose notes) and lar's own ``.py`` sources (as
+``lar-src/``) are copied into ``<workdir>/.lar-demo/corpus``; a file is rewritten only when its
+bytes changed, so a second run reuses the state in ``<workdir>/.lar-demo/state``. ``workdir`` is
+the repository when it is writable, else the current folder. The dataset's README.md and this
+module are left out of the corpus: both quote the demo's queries and would find themselves.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import lar
+
+from .errors import ConfigError
+
+# (title, query, extra search arguments); the first query's top hit is fetched at the end.
+QUERIES: list[tuple[str, Any, dict[str, Any]]] = [
+    ("free text: a phrase from a paper", "save the raw data", {}),
+    ("an identifier from lar's own source", "parse_duration", {}),
+    ("a typo'd phrase: fuzzy refines grep's candidates",
+     {"grep": "hexameter", "fuzzy": "dactylic hexamter"}, {}),
+    ("a ripgrep regex: section headings about data",
+     {"grep": {"regex": r"\\(sub)*section\*?\{[^}]*[Dd]ata"}}, {}),
+    ("a names glob: every LaTeX file", {"names": {"glob": "**/*.tex"}}, {}),
+    ("free text scoped to papers/**", "neural networks", {"scope": "papers/**"}),
+]
+K = 10
+FETCH_CONTEXT = 2
+
+
+def data_dir() -> Path:
+    """The shipped demo corpus: ``datasets/demo`` beside the ``lar`` package."""
+    return Path(lar.__file__).resolve().parent.parent / "datasets" / "demo"
+
+
+def default_workdir() -> Path:
+    repo = Path(lar.__file__).resolve().parent.parent
+    if data_dir().is_dir() and os.access(repo, os.W_OK):
+        return repo
+    return Path.cwd()
+
+
+def _sources() -> dict[str, Path]:
+    """Relative corpus path -> source file, for the shipped data and lar's own sources."""
+    data, pkg = data_dir(), Path(lar.__file__).resolve().parent
+    if not data.is_dir():
+        raise ConfigError(f"the demo corpus is missing: {data} (run lar demo from a source checkout)")
+    files = {p.relative_to(data).as_posix(): p for p in sorted(data.rglob("*"))
+             if p.is_file() and p.relative_to(data).as_posix() != "README.md"}
+    for p in sorted(pkg.rglob("*.py")):
+        if "__pycache__" not in p.relative_to(pkg).parts and p.resolve() != Path(__file__).resolve():
+            files["lar-src/" + p.relative_to(pkg).as_posix()] = p
+    return files
+
+
+def assemble(corpus: Path) -> dict[str, int]:
+    """Bring ``corpus`` in line with the sources; only changed files are written."""
+    files = _sources()
+    report = {"files": len(files), "written": 0, "removed": 0}
+    for rel, src in files.items():
+        dest = corpus / rel
+        data = src.read_bytes()
+        if dest.is_file() and dest.read_bytes() == data:
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+        report["written"] += 1
+    for p in sorted(corpus.rglob("*"), key=lambda q: len(q.parts), reverse=True):
+        rel = p.relative_to(corpus).as_posix()
+        if p.is_file() and rel not in files:
+            p.unlink()
+            report["removed"] += 1
+        elif p.is_dir() and not any(p.iterdir()):
+            p.rmdir()
+    return report
+
+
+def _q(query: Any) -> str:
+    return query if isinstance(query, str) else json.dumps(query, ensure_ascii=False)
+
+
+def _print_result(n: int, title: str, query: Any, extra: dict[str, Any], res) -> None:
+    scope = f"  scope={extra['scope']!r}" if "scope" in extra else ""
+    print(f"\n[{n}] {title}\n    query: {_q(query)}{scope}")
+    print(f"    {len(res.hits)} hits in {res.elapsed * 1000:.0f} ms "
+          f"(timebox {res.timebox * 1000:.0f} ms, fusion {res.fusion})")
+    for i, h in enumerate(res.hits, 1):
+        lines = f"{h.lines[0]}-{h.lines[1]}" if h.lines else "?"
+        excerpt = h.excerpt if len(h.excerpt) <= 90 else h.excerpt[:89] + "…"
+        print(f"    {i:>2}. {h.path}:{lines}  [{', '.join(h.signals)}]  {excerpt}")
+    print("    layers:")
+    for r in res.runs:
+        cov = "-" if r.coverage is None else f"{r.coverage:.0%}"
+        why = f"  ({r.reason})" if r.reason else ""
+        print(f"      {r.name:<8} {r.state.value:<8} {r.role:<8} hits {r.contributions:>3}  "
+              f"{r.elapsed * 1000:7.1f} ms  coverage {cov}{why}")
+
+
+def run_demo(timebox: float = 0.5, as_json: bool = False, workdir: str | os.PathLike | None = None) -> int:
+    """Assemble the corpus, search it with the scripted queries, fetch one hit. Returns 0 on success."""
+    base = Path(workdir) if workdir is not None else default_workdir()
+    cache = base / ".lar-demo"
+    corpus = cache / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    synced = assemble(corpus)
+    out: dict[str, Any] = {"schema": 1, "corpus": str(corpus), "synced": synced, "timebox": timebox}
+    with lar.open(corpus, state=cache / "state") as eng:
+        status = eng.status()
+        out["status"] = status.to_dict()
+        if not as_json:
+            print(f"lar demo: corpus {corpus} ({synced['files']} files, {synced['written']} "
+                  f"written, {synced['removed']} removed)\n")
+            print(status)
+        results = []
+        for n, (title, query, extra) in enumerate(QUERIES, 1):
+            res = eng.search(query, timebox=timebox, k=K, **extra)
+            results.append(res)
+            out.setdefault("queries", []).append(
+                {"title": title, "scope": extra.get("scope"), "result": res.to_dict()})
+            if not as_json:
+                _print_result(n, title, query, extra, res)
+        first = results[0]
+        if not first.hits:
+            out["fetch"] = None
+            msg = f"the first query {QUERIES[0][1]!r} found nothing, so there is no hit to fetch"
+            if as_json:
+                out["error"] = msg
+                print(json.dumps(out, ensure_ascii=False, indent=2, default=str))
+            else:
+                print(f"\nlar demo: {msg}")
+            return 1
+        fetched = eng.fetch(first.hits[0].id, context=FETCH_CONTEXT)
+        out["fetch"] = fetched.to_dict()
+    if as_json:
+        print(json.dumps(out, ensure_ascii=False, indent=2, default=str))
+    else:
+        print(f"\nfetch {first.hits[0].id} (top hit of [1]) with {FETCH_CONTEXT} lines of context:")
+        print(fetched)
+    return 0

@@ -1,0 +1,382 @@
+"""The engine: opens a folder, keeps its file index current, runs layers under a timebox.
+
+``lar.open(root)`` returns an ``Engine``; see the README for the tour. Searches run on a private
+asyncio loop in a background thread, so the same sync API works in scripts and inside a Jupyter
+kernel (whose own loop is already running); ``await eng.asearch(...)`` is the async form.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from .errors import ConfigError, HitNotFoundError, ScopeError, StaleSpanError, UnknownLayerError
+from .layer import LayerContext, ScopeView, Unit
+from .orchestrator import orchestrate
+from .registry import registered_layers
+from .result import Fetched, InventoryItem, Result, Status
+from .scope import Scope, normalize_relpath
+from .store import ContentStore, FileIndex, UnitReader
+from .store.reader import decode_span, expand_to_lines, line_range
+from .store.scanner import DEFAULT_MAX_BYTES, Scanner
+from .timebox import parse_duration
+from .types import Hit, LayerRun, RunState, Span, parse_hit_id
+
+EXCERPT_CHARS = 240
+_HEX = re.compile(r"^[0-9a-f]{8,64}$")
+
+
+def default_state_dir(root: Path) -> Path:
+    """``<root>/.lar`` when the root is writable, else a per-user cache dir keyed by the root."""
+    if os.access(root, os.W_OK):
+        return root / ".lar"
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lar"
+    return base / hashlib.blake2b(str(root).encode(), digest_size=8).hexdigest()
+
+
+def make_excerpt(data: bytes, span: Span, sub_spans: Sequence[tuple[int, int]] = ()) -> str:
+    start, end = span.start, min(span.end, len(data))
+    if end - start > EXCERPT_CHARS * 2 and sub_spans:
+        s0 = max(start, sub_spans[0][0] - EXCERPT_CHARS // 3)
+        start, end = s0, min(end, s0 + EXCERPT_CHARS * 2)
+    text = decode_span(data, start, min(end, start + EXCERPT_CHARS * 4))
+    text = " ".join(text.split())
+    return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
+
+
+class _LoopThread:
+    """A private asyncio loop running in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="lar-loop", daemon=True)
+        self.thread.start()
+
+    def run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=5)
+        if not self.loop.is_running():
+            self.loop.close()
+
+
+class Engine:
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        state: str | os.PathLike | None = None,
+        *,
+        scan: bool = True,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        refresh_interval: float = 2.0,
+        lock_timeout: float = 10.0,
+        config: Mapping[str, Any] | None = None,
+    ):
+        root_path = Path(root).expanduser()
+        if not root_path.is_dir():
+            raise ScopeError(f"{str(root)!r} is not a folder; give lar.open() a directory to search")
+        self.root = root_path.resolve()
+        self.state_dir = Path(state).expanduser().resolve() if state else default_state_dir(self.root)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = int(max_bytes)
+        self.refresh_interval = float(refresh_interval)
+        self.index = FileIndex(self.state_dir, lock_timeout=lock_timeout)
+        self.store = ContentStore(self.state_dir / "objects")
+        self.reader = UnitReader(self.root, self.index, self.store)
+        excludes = []
+        try:
+            rel_state = self.state_dir.relative_to(self.root).as_posix()
+            excludes.append(rel_state + "/**")
+        except ValueError:
+            pass
+        self.scanner = Scanner(self.root, self.index, max_bytes=self.max_bytes, exclude=excludes)
+        self.config = dict(config or {})
+        self._changed: list[str] = []  # queue of paths for building layers (lazy build)
+        self._changed_lock = threading.Lock()
+        self._last_scan: dict[str, Any] = {}
+        self._last_scan_at = 0.0
+        self._scan_future: concurrent.futures.Future | None = None
+        self._bg = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-bg")
+        self._loop: _LoopThread | None = None
+        self.ctx = LayerContext(root=self.root, state_dir=self.state_dir, index=self.index,
+                                reader=self.reader, config=self.config, detect=self._detect,
+                                max_bytes=self.max_bytes)
+        self.layers: dict[str, Any] = {}
+        for name, factory in sorted(registered_layers().items()):
+            self.layers[name] = factory(self.ctx)
+        if scan:
+            self.index_now()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def close(self) -> None:
+        self._bg.shutdown(wait=True)
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+        self.index.close()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<lar.Engine root={str(self.root)!r} layers={list(self.layers)}>"
+
+    # -- change detection -------------------------------------------------------------------
+    def index_now(self) -> dict[str, Any]:
+        """Full scan: bring the file index in line with the folder. Returns the scan report."""
+        report = self.scanner.scan()
+        self._queue(report.changed_paths)
+        self._last_scan = report.to_dict()
+        self._last_scan_at = time.monotonic()
+        return self._last_scan
+
+    def _detect(self, paths: Sequence[str]) -> dict[str, str | None]:
+        report = self.scanner.refresh(paths)
+        self._queue(report.changed_paths)
+        out = {}
+        for p in paths:
+            rec = self.index.get(p)
+            out[p] = rec.hash if rec is not None and not rec.deleted else None
+        return out
+
+    def _queue(self, paths: Iterable[str]) -> None:
+        paths = list(paths)
+        if paths:
+            with self._changed_lock:
+                self._changed.extend(paths)
+
+    def _maybe_rescan(self) -> None:
+        stale = time.monotonic() - self._last_scan_at > self.refresh_interval
+        busy = self._scan_future is not None and not self._scan_future.done()
+        if stale and not busy:
+            self._scan_future = self._bg.submit(self.index_now)
+
+    def pending_changes(self) -> list[str]:
+        with self._changed_lock:
+            return list(dict.fromkeys(self._changed))
+
+    # -- scope and layers -------------------------------------------------------------------
+    def _units(self) -> list[Unit]:
+        return [Unit(r.path, r.hash, r.size, r.mtime_ns) for r in self.index.live()]
+
+    def scope_view(self, scope: Any = None) -> ScopeView:
+        return ScopeView(Scope.parse(scope), self._units, self.root)
+
+    def _select(self, query: Any, layers, exclude) -> tuple[list[tuple[str, Any]], list[LayerRun]]:
+        known = list(self.layers)
+        for n in list(layers or []) + list(exclude or []):
+            if n not in self.layers:
+                raise UnknownLayerError(n, known)
+        if isinstance(query, Mapping):
+            for n in query:
+                if n not in self.layers:
+                    raise UnknownLayerError(n, known)
+        chosen, skipped = [], []
+        for n in known:
+            role = "generate" if "generate" in self.layers[n].roles else "refine"
+            if layers is not None and n not in layers:
+                skipped.append(LayerRun(n, RunState.SKIPPED, "not selected (layers=...)", role=role))
+            elif exclude and n in exclude:
+                skipped.append(LayerRun(n, RunState.SKIPPED, "excluded by the caller", role=role))
+            elif isinstance(query, Mapping) and n not in query:
+                skipped.append(LayerRun(n, RunState.SKIPPED, "not named in the query mapping", role=role))
+            else:
+                chosen.append((n, self.layers[n]))
+        return chosen, skipped
+
+    # -- the API ----------------------------------------------------------------------------
+    def status(self, scope: Any = None) -> Status:
+        view = self.scope_view(scope)
+        n, distinct = self.index.counts()
+        return Status(
+            root=str(self.root), state_dir=str(self.state_dir), units=len(view) if scope else n,
+            distinct_hashes=len(view.hashes()) if scope else distinct,
+            skipped=tuple(self.index.skipped()),
+            layers=tuple(layer.status(view) for layer in self.layers.values()),
+            last_scan=dict(self._last_scan))
+
+    def search(self, query: Any, timebox: Any = 0.5, k: int = 20, emphasis: str = "balanced",
+               layers: Sequence[str] | None = None, exclude: Sequence[str] | None = None,
+               scope: Any = None, fusion: str = "route-unique", rrf_c: float = 60.0,
+               strict: bool = False) -> Result:
+        """Run the layers under ``timebox`` (seconds or '200ms') and fuse what they found."""
+        if self._loop is None:
+            self._loop = _LoopThread()
+        return self._loop.run(self.asearch(query, timebox, k, emphasis, layers, exclude, scope,
+                                           fusion, rrf_c, strict))
+
+    async def asearch(self, query: Any, timebox: Any = 0.5, k: int = 20, emphasis: str = "balanced",
+                      layers: Sequence[str] | None = None, exclude: Sequence[str] | None = None,
+                      scope: Any = None, fusion: str = "route-unique", rrf_c: float = 60.0,
+                      strict: bool = False) -> Result:
+        t_call = time.monotonic()
+        tb = parse_duration(timebox)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"k must be a positive integer, got {k!r}")
+        if isinstance(query, str):
+            if not query.strip():
+                raise ConfigError("the query is empty; give text, or a mapping {layer: query}")
+        elif isinstance(query, Mapping):
+            if not query:
+                raise ConfigError("the query mapping is empty; name at least one layer")
+        else:
+            raise ConfigError(f"a query is a string or a mapping {{layer: query}}, got {type(query).__name__}")
+        if isinstance(layers, str):
+            layers = [x for x in layers.split(",") if x]
+        if isinstance(exclude, str):
+            exclude = [x for x in exclude.split(",") if x]
+        chosen, skipped = self._select(query, layers, exclude)
+        view = self.scope_view(scope)
+        self._maybe_rescan()
+        out = await orchestrate(query, chosen, view, timebox=tb - (time.monotonic() - t_call), k=k,
+                                emphasis=emphasis, fusion=fusion, rrf_c=rrf_c, strict=strict,
+                                skipped=skipped)
+        hits = [self._enrich(h, view.scope) for h in out["hits"]]
+        hits = [h for h in hits if h is not None]
+        elapsed = time.monotonic() - t_call
+        if hits:
+            self._bg.submit(self._after_search, [h.hash for h in hits])
+        return Result(query=query, hits=tuple(hits), runs=tuple(out["runs"]), timebox=tb,
+                      elapsed=elapsed, k=k, fusion=fusion, emphasis=emphasis,
+                      first_result=(out["first_result"] + (out["started"] - t_call))
+                      if out["first_result"] is not None else None,
+                      pool=out["pool"])
+
+    def _after_search(self, hashes: list[str]) -> None:
+        for h in dict.fromkeys(hashes):
+            self.reader.snapshot(h)  # keeps returned ids fetchable after edits
+        try:
+            self.index.touch_usage(list(dict.fromkeys(hashes)))
+        except Exception:  # usage is a hint for build priority; never fail a call on it
+            pass
+
+    def _enrich(self, hit: Hit, scope: Scope | None = None) -> Hit | None:
+        """Fill paths, lines and excerpt from the current state of the unit."""
+        from dataclasses import replace
+
+        try:
+            data = self.reader.read(hit.hash)
+        except (HitNotFoundError, StaleSpanError):
+            return None
+        if hit.span.end > len(data):
+            return None
+        paths = tuple(self.index.paths_for_hash(hit.hash)) or hit.paths
+        if scope is not None and not scope.is_everything:
+            paths = tuple(p for p in paths if scope.matches(p, hit.hash))
+            if not paths:
+                return None  # the unit is no longer in scope (e.g. moved since the layer ran)
+        subs = [s for ev in hit.evidence.values() for s in ev.sub_spans]
+        excerpt = hit.excerpt or make_excerpt(data, hit.span, subs)
+        if len(excerpt) > EXCERPT_CHARS:
+            excerpt = excerpt[: EXCERPT_CHARS - 1] + "…"
+        return replace(hit, paths=paths, lines=line_range(data, hit.span.start, hit.span.end),
+                       excerpt=excerpt)
+
+    def _resolve_hash(self, prefix: str) -> str:
+        try:
+            return self.index.resolve_prefix(prefix)
+        except HitNotFoundError:
+            found = self.store.find_prefix(prefix)
+            if len(found) == 1:
+                return found[0]
+            raise
+
+    def fetch(self, hit_id: str, context: int = 0) -> Fetched:
+        """The full text of a hit's span (plus ``context`` lines), from any earlier call."""
+        if isinstance(context, bool) or not isinstance(context, int) or context < 0:
+            raise ConfigError(f"context must be a number of lines >= 0, got {context!r}")
+        prefix, start, end = parse_hit_id(hit_id)
+        h = self._resolve_hash(prefix)
+        known_paths = self.index.paths_for_hash(h)
+        if known_paths:
+            self._detect(known_paths)  # stat check: did the file change since the hit?
+        current_paths = self.index.paths_for_hash(h)
+        try:
+            old = self.reader.read(h)
+        except StaleSpanError:
+            old = None
+        if old is not None and end > len(old):
+            raise HitNotFoundError(f"hit {hit_id!r} ends at byte {end} but the unit has {len(old)} bytes")
+        if current_paths and old is not None:
+            return self._fetched(hit_id, current_paths[0], h, old, start, end, context)
+        # the unit changed since the hit: re-anchor the span's text in the current file
+        if old is None:
+            raise StaleSpanError(
+                f"hit {hit_id!r}: its file changed and no copy of the old text was kept; search again")
+        needle = old[start:end]
+        for path in self.index.past_paths(h):
+            try:
+                new_hash, data = self.reader.read_path(path)
+            except (HitNotFoundError, ScopeError):
+                continue
+            positions = [m.start() for m in re.finditer(re.escape(needle), data)] if needle else []
+            if positions:
+                pos = min(positions, key=lambda p: abs(p - start))
+                self._detect([path])
+                new_id = Span(new_hash, pos, pos + len(needle)).id
+                note = (f"{path} changed since this hit; its text was found again at bytes "
+                        f"{pos}-{pos + len(needle)} (id {new_id})")
+                return self._fetched(hit_id, path, new_hash, data, pos, pos + len(needle), context,
+                                     changed=True, current_id=new_id, note=note)
+        raise StaleSpanError(
+            f"hit {hit_id!r}: the file it came from changed and the hit's text no longer exists "
+            f"in it (paths it had: {', '.join(self.index.past_paths(h)) or 'none'}); search again")
+
+    def _fetched(self, hit_id, path, h, data, start, end, context, **kw) -> Fetched:
+        cs, ce = expand_to_lines(data, start, end, context)
+        self._bg.submit(self._touch_fetch, h)
+        return Fetched(id=hit_id, path=path, hash=h, start=start, end=end,
+                       lines=line_range(data, start, end), text=decode_span(data, start, end),
+                       context_lines=line_range(data, cs, ce), context_text=decode_span(data, cs, ce), **kw)
+
+    def _touch_fetch(self, h: str) -> None:
+        try:
+            self.reader.snapshot(h)
+            self.index.touch_usage([h], kind="fetches")
+        except Exception:
+            pass
+
+    def inventory(self, scope: Any = None) -> list[InventoryItem]:
+        """Every permitted unit in scope, with no relevance match (the independent enumerator)."""
+        return [InventoryItem(u.path, u.hash, u.size, u.mtime_ns) for u in self.scope_view(scope).units()]
+
+    def read_bytes(self, path_or_hash: str, span: tuple[int, int] | None = None) -> bytes:
+        if isinstance(path_or_hash, str) and _HEX.match(path_or_hash) and not (self.root / path_or_hash).exists():
+            data = self.reader.read(self._resolve_hash(path_or_hash))
+        else:
+            _, data = self.reader.read_path(path_or_hash)
+        if span is not None:
+            s, e = span
+            if not (0 <= s <= e <= len(data)):
+                raise ConfigError(f"span {span} is outside the unit (0..{len(data)} bytes)")
+            data = data[s:e]
+        return data
+
+    def read(self, path_or_hash: str, span: tuple[int, int] | None = None) -> str:
+        """Read any unit (by path inside the root, or by content hash), optionally a byte span."""
+        return self.read_bytes(path_or_hash, span).decode("utf-8", errors="replace")
+
+    def build(self, timebox: Any = 30.0) -> dict[str, Any]:
+        """Give building layers up to ``timebox`` to catch up with the file index."""
+        from .build import run_build
+
+        if self._loop is None:
+            self._loop = _LoopThread()
+        return self._loop.run(run_build(self, parse_duration(timebox)))
+
+
+def open(root: str | os.PathLike = ".", state: str | os.PathLike | None = None, **kw) -> Engine:  # noqa: A001
+    """Open an engine on ``root`` (state in ``<root>/.lar`` unless ``state`` is given)."""
+    return Engine(root, state, **kw)

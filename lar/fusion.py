@@ -1,0 +1,296 @@
+"""Rank fusion: combine the best-first candidate lists of several routes (layers) into one.
+
+Every function here is pure.  Its input is ``runs``: for each route name, that route's
+candidates best-first as ``(key, raw score)`` pairs, keys being any hashable value.  Its
+output is a list of :class:`FusedItem`, best first, cut to ``k`` items (``k=None``: all).
+
+Policies (see :data:`POLICIES`):
+
+* ``"rrf"`` - reciprocal rank fusion, ``score = sum over routes of 1 / (c + rank)``.
+* ``"route-unique"`` - the default: an RRF core plus, for every route that found anything,
+  its best candidate not already selected, so that no route is crowded out of the top ``k``.
+* ``"combsum"`` / ``"combmnz"`` - sum of per-route normalised scores (times the number of
+  routes that found the key, for CombMNZ).
+
+A key listed twice in one route keeps its first (best) position; later copies are ignored and
+ranks are positions in the route's list of distinct keys.  Ties are broken deterministically:
+higher score, then more routes, then best single rank, then first appearance (routes in the
+order of ``runs``, each route best-first).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import statistics
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Hashable, Mapping, Sequence
+
+from .errors import ConfigError
+
+Key = Hashable
+Runs = Mapping[str, Sequence[tuple[Key, float]]]
+
+POLICIES: tuple[str, ...] = ("route-unique", "rrf", "combsum", "combmnz")
+NORMS: tuple[str, ...] = ("minmax", "zscore", "rank", "none")
+SLOTS: tuple[str, ...] = ("core", "route-unique", "fill")
+DEFAULT_C = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class FusedItem:
+    """One fused candidate.
+
+    ``ranks`` maps each route that found ``key`` to its 1-based rank there; ``routes`` lists
+    those routes in the order of ``runs``; ``slot`` says how it got into the result:
+    ``"core"`` (by fused score), ``"route-unique"`` (a route's best not-yet-selected
+    candidate) or ``"fill"`` (remaining room, by fused score).
+    """
+
+    key: Key
+    score: float
+    ranks: Mapping[str, int] = field(default_factory=dict)
+    routes: tuple[str, ...] = ()
+    slot: str = "core"
+
+    def __post_init__(self) -> None:
+        if self.slot not in SLOTS:
+            raise ConfigError(f"FusedItem.slot must be one of {', '.join(SLOTS)}; got {self.slot!r}")
+        object.__setattr__(self, "ranks", MappingProxyType(dict(self.ranks)))
+        object.__setattr__(self, "routes", tuple(self.routes))
+
+
+# -- validation -------------------------------------------------------------------------------
+def _check_k(k: object) -> int | None:
+    if k is None:
+        return None
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"k must be None (keep all) or an integer >= 1; got {k!r}")
+    return k
+
+
+def _check_c(c: object) -> float:
+    if isinstance(c, bool) or not isinstance(c, numbers.Real) or not math.isfinite(c) or c <= 0:
+        raise ConfigError(f"the RRF constant c must be a finite number > 0 (usually 60); got {c!r}")
+    return float(c)
+
+
+def _check_norm(norm: object) -> str:
+    if norm not in NORMS:
+        raise ConfigError(f"unknown score normalisation {norm!r}; valid choices: {', '.join(NORMS)}")
+    return norm  # type: ignore[return-value]
+
+
+# -- the candidate table ----------------------------------------------------------------------
+@dataclass(slots=True)
+class _Cand:
+    key: Key
+    order: int
+    ranks: dict[str, int] = field(default_factory=dict)
+    raw: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Table:
+    routes: list[str]
+    cands: dict[Key, _Cand]
+    route_keys: dict[str, list[Key]]
+
+
+def _collect(runs: Runs) -> _Table:
+    """Validate ``runs`` and index it: one entry per distinct key, in first-appearance order."""
+    if not isinstance(runs, Mapping):
+        raise ConfigError(f"runs must be a mapping of route name -> [(key, score), ...]; got {type(runs).__name__}")
+    table = _Table(routes=list(runs), cands={}, route_keys={})
+    for route, items in runs.items():
+        if not isinstance(route, str):
+            raise ConfigError(f"route names must be strings; got {route!r}")
+        if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+            raise ConfigError(f"route {route!r}: candidates must be a sequence of (key, score) pairs")
+        keys: list[Key] = []
+        for pos, item in enumerate(items):
+            try:
+                key, score = item
+                hash(key)
+            except (TypeError, ValueError):
+                raise ConfigError(
+                    f"route {route!r}, position {pos + 1}: expected a (hashable key, score) pair; got {item!r}"
+                ) from None
+            if isinstance(score, bool) or not isinstance(score, numbers.Real) or math.isnan(score):
+                raise ConfigError(f"route {route!r}, key {key!r}: score must be a number; got {score!r}")
+            cand = table.cands.get(key)
+            if cand is None:
+                cand = table.cands[key] = _Cand(key, len(table.cands))
+            if route in cand.ranks:  # duplicate within the route: keep the first (best)
+                continue
+            keys.append(key)
+            cand.ranks[route] = len(keys)
+            cand.raw[route] = float(score)
+        table.route_keys[route] = keys
+    return table
+
+
+def _ordered(table: _Table, scores: Mapping[Key, float]) -> list[_Cand]:
+    """Candidates best first: higher score, more routes, best single rank, first appearance."""
+    return sorted(
+        table.cands.values(),
+        key=lambda c: (-scores[c.key], -len(c.ranks), min(c.ranks.values()), c.order),
+    )
+
+
+def _item(table: _Table, cand: _Cand, score: float, slot: str) -> FusedItem:
+    routes = tuple(r for r in table.routes if r in cand.ranks)
+    return FusedItem(cand.key, score, {r: cand.ranks[r] for r in routes}, routes, slot)
+
+
+def _rrf_scores(table: _Table, c: float) -> dict[Key, float]:
+    # fsum is correctly rounded, so equal rank sets give bit-equal scores whatever the order.
+    return {key: math.fsum(1.0 / (c + r) for r in cand.ranks.values()) for key, cand in table.cands.items()}
+
+
+# -- policies ---------------------------------------------------------------------------------
+def rrf(runs: Runs, k: int | None = None, c: float = DEFAULT_C) -> list[FusedItem]:
+    """Reciprocal rank fusion: ``score(key) = sum over routes that found it of 1 / (c + rank)``."""
+    k = _check_k(k)
+    c = _check_c(c)
+    table = _collect(runs)
+    scores = _rrf_scores(table, c)
+    ordered = _ordered(table, scores)[:k]
+    return [_item(table, cand, scores[cand.key], "core") for cand in ordered]
+
+
+def route_unique(runs: Runs, k: int | None, c: float = DEFAULT_C) -> list[FusedItem]:
+    """RRF core plus each route's best unselected candidate, all within ``k`` items.
+
+    With ``n`` routes that found anything: the top ``max(0, k - n)`` RRF items form the core;
+    then each route in ``runs`` order, while fewer than ``k`` are selected, adds its best-ranked
+    candidate not yet selected; remaining room is filled in RRF order.  The result lists the
+    core first (RRF order), then the route-unique and fill items in RRF order.  Scores are RRF
+    scores.  ``k=None`` selects every candidate.
+    """
+    k = _check_k(k)
+    c = _check_c(c)
+    table = _collect(runs)
+    scores = _rrf_scores(table, c)
+    ordered = _ordered(table, scores)
+    limit = len(ordered) if k is None else k
+    n = sum(1 for keys in table.route_keys.values() if keys)
+
+    slot: dict[Key, str] = {cand.key: "core" for cand in ordered[: max(0, limit - n)]}
+    for route in table.routes:
+        if len(slot) >= limit:
+            break
+        best = next((key for key in table.route_keys[route] if key not in slot), None)
+        if best is not None:
+            slot[best] = "route-unique"
+    for cand in ordered:
+        if len(slot) >= limit:
+            break
+        slot.setdefault(cand.key, "fill")
+
+    core = [cand for cand in ordered if slot.get(cand.key) == "core"]
+    rest = [cand for cand in ordered if slot.get(cand.key) in ("route-unique", "fill")]
+    return [_item(table, cand, scores[cand.key], slot[cand.key]) for cand in core + rest]
+
+
+def _normalise(table: _Table, route: str, norm: str) -> dict[Key, float]:
+    """Per-route normalised scores of that route's distinct keys."""
+    keys = table.route_keys[route]
+    if norm == "rank":
+        return {key: 1.0 / table.cands[key].ranks[route] for key in keys}
+    raw = {key: table.cands[key].raw[route] for key in keys}
+    bad = [key for key, s in raw.items() if not math.isfinite(s)]
+    if bad:
+        raise ConfigError(
+            f"route {route!r}: score of {bad[0]!r} is not finite, which norm={norm!r} cannot use; "
+            "use norm='rank' or give finite scores"
+        )
+    if norm == "none" or not raw:
+        return raw
+    values = list(raw.values())
+    if norm == "minmax":
+        lo, hi = min(values), max(values)
+        if hi == lo:
+            return {key: 1.0 for key in raw}
+        return {key: (s - lo) / (hi - lo) for key, s in raw.items()}
+    # zscore, population standard deviation; a constant route contributes 0 to every key
+    mean = statistics.fmean(values)
+    std = statistics.pstdev(values, mean)
+    if std == 0:
+        return {key: 0.0 for key in raw}
+    return {key: (s - mean) / std for key, s in raw.items()}
+
+
+def _comb(runs: Runs, k: int | None, norm: str, mnz: bool) -> list[FusedItem]:
+    k = _check_k(k)
+    norm = _check_norm(norm)
+    table = _collect(runs)
+    parts: dict[Key, list[float]] = {key: [] for key in table.cands}
+    for route in table.routes:
+        for key, value in _normalise(table, route, norm).items():
+            parts[key].append(value)
+    scores = {key: math.fsum(vals) * (len(vals) if mnz else 1) for key, vals in parts.items()}
+    ordered = _ordered(table, scores)[:k]
+    return [_item(table, cand, scores[cand.key], "core") for cand in ordered]
+
+
+def combsum(runs: Runs, k: int | None = None, norm: str = "minmax") -> list[FusedItem]:
+    """CombSUM: sum over routes of the key's normalised score (``norm`` one of :data:`NORMS`).
+
+    ``"minmax"`` maps a route's scores onto [0, 1] (all equal: 1.0 each); ``"zscore"`` uses the
+    route's mean and population standard deviation (all equal: 0.0 each); ``"rank"`` is
+    ``1 / rank``; ``"none"`` keeps raw scores.
+    """
+    return _comb(runs, k, norm, mnz=False)
+
+
+def combmnz(runs: Runs, k: int | None = None, norm: str = "minmax") -> list[FusedItem]:
+    """CombMNZ: the CombSUM score times the number of routes that found the key."""
+    return _comb(runs, k, norm, mnz=True)
+
+
+def fuse(
+    policy: str,
+    runs: Runs,
+    k: int | None = None,
+    c: float = DEFAULT_C,
+    *,
+    norm: str = "minmax",
+) -> list[FusedItem]:
+    """Fuse ``runs`` with ``policy`` (one of :data:`POLICIES`).
+
+    ``c`` is used by ``"rrf"`` and ``"route-unique"``; ``norm`` by ``"combsum"`` and
+    ``"combmnz"``.  Empty ``runs`` give ``[]``.
+    """
+    if policy not in POLICIES:
+        raise ConfigError(f"unknown fusion policy {policy!r}; valid policies: {', '.join(POLICIES)}")
+    _check_k(k)
+    if policy in ("rrf", "route-unique"):
+        _check_c(c)
+    else:
+        _check_norm(norm)
+    if isinstance(runs, Mapping) and not runs:
+        return []
+    if policy == "rrf":
+        return rrf(runs, k, c)
+    if policy == "route-unique":
+        return route_unique(runs, k, c)
+    if policy == "combsum":
+        return combsum(runs, k, norm)
+    return combmnz(runs, k, norm)
+
+
+__all__ = [
+    "DEFAULT_C",
+    "NORMS",
+    "POLICIES",
+    "SLOTS",
+    "FusedItem",
+    "Key",
+    "Runs",
+    "combmnz",
+    "combsum",
+    "fuse",
+    "route_unique",
+    "rrf",
+]

@@ -1,0 +1,186 @@
+"""The anytime orchestrator: runs the selected layers under the caller's timebox.
+
+Generate layers start first, cheapest first, concurrently; at the deadline the call returns with
+whatever is done. Refine layers then rescore the merged candidate pool in the time left. Every
+selected layer appears in the report as ran / aborted / skipped / failed, with reason,
+contributions, elapsed time and coverage. Fusion is the caller's choice (``lar.fusion``).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from .errors import ConfigError, LarError, LayerFailedError
+from .fusion import POLICIES, fuse
+from .layer import Budget, Candidate, ScopeView
+from .merge import group_hits, merged_hit, runs_for_fusion
+from .types import Hit, LayerRun, RunState
+
+EMPHASIS_POOL = {"precision": 2, "balanced": 5, "recall": 20}
+MIN_POOL = 20
+# Layers get the deadline minus this margin so they can return partial results themselves; a
+# layer still running at the real deadline is cancelled.
+LAYER_MARGIN = 0.004
+
+
+@dataclass
+class _Outcome:
+    name: str
+    role: str
+    hits: list[Hit]
+    run: LayerRun
+    finished_at: float | None = None
+
+
+def _role(layer) -> str:
+    return "generate" if "generate" in layer.roles else "refine"
+
+
+def pool_size(k: int, emphasis: str) -> int:
+    if emphasis not in EMPHASIS_POOL:
+        raise ConfigError(f"emphasis must be one of {sorted(EMPHASIS_POOL)}, got {emphasis!r}")
+    return max(MIN_POOL, k * EMPHASIS_POOL[emphasis])
+
+
+async def _run_layer(name, layer, query, scope, budget: Budget, role, candidates=None) -> _Outcome:
+    t0 = time.monotonic()
+    try:
+        hits = await layer.search(query, scope, budget, candidates)
+        hits = list(hits or [])
+        for h in hits:
+            if name not in h.signals:
+                raise LarError(f"layer {name!r} returned a hit without its own signal")
+        partial = bool(budget.notes.get("partial"))
+        state = RunState.ABORTED if partial else RunState.RAN
+        reason = ""
+        if partial:
+            reason = budget.notes.get("truncated") or "timebox ended; returned partial results"
+        run = LayerRun(name, state, reason, len(hits), time.monotonic() - t0, budget.coverage, role, query)
+        return _Outcome(name, role, hits, run, time.monotonic())
+    except asyncio.CancelledError:
+        hits = [h for h in budget.offered if name in h.signals]
+        reason = "timebox ended before it finished"
+        if hits:
+            reason += f"; kept the {len(hits)} hits it had offered"
+        run = LayerRun(name, RunState.ABORTED, reason, len(hits), time.monotonic() - t0,
+                       budget.coverage, role, query)
+        return _Outcome(name, role, hits, run, time.monotonic() if hits else None)
+    except LarError as exc:
+        run = LayerRun(name, RunState.FAILED, str(exc), 0, time.monotonic() - t0, None, role, query)
+        return _Outcome(name, role, [], run)
+    except Exception as exc:  # a broken layer must not break the call
+        msg = f"layer {name!r} crashed: {type(exc).__name__}: {exc}"
+        run = LayerRun(name, RunState.FAILED, msg, 0, time.monotonic() - t0, None, role, query)
+        return _Outcome(name, role, [], run)
+
+
+async def _run_phase(jobs, deadline: float) -> list[_Outcome]:
+    """Run jobs concurrently until all finish or the deadline; cancel the stragglers."""
+    tasks = [asyncio.ensure_future(j) for j in jobs]
+    if not tasks:
+        return []
+    timeout = max(0.0, deadline - time.monotonic())
+    done, pending = await asyncio.wait(tasks, timeout=timeout)
+    for t in pending:
+        t.cancel()
+    if pending:
+        await asyncio.wait(pending)  # each _run_layer turns cancellation into an aborted run
+    return [t.result() for t in tasks]
+
+
+async def orchestrate(
+    query: Any,
+    layers: Sequence[tuple[str, Any]],
+    scope: ScopeView,
+    *,
+    timebox: float,
+    k: int,
+    emphasis: str,
+    fusion: str,
+    rrf_c: float,
+    strict: bool,
+    skipped: Sequence[LayerRun] = (),
+) -> dict[str, Any]:
+    t0 = time.monotonic()
+    deadline = t0 + timebox
+    if fusion not in POLICIES:
+        raise ConfigError(f"unknown fusion policy {fusion!r}; choose one of {', '.join(POLICIES)}")
+    pool = pool_size(k, emphasis)
+    runs: dict[str, LayerRun] = {r.name: r for r in skipped}
+    per_query: dict[str, Any] = {}
+    gen, ref = [], []
+    for name, layer in layers:
+        if isinstance(query, Mapping):
+            q = query[name]
+        else:
+            q = layer.default_query(query) if hasattr(layer, "default_query") else query
+        per_query[name] = q
+        try:
+            applies = layer.applies(scope)
+        except Exception as exc:
+            runs[name] = LayerRun(name, RunState.FAILED, f"applies() crashed: {exc}", role=_role(layer))
+            continue
+        if not applies:
+            runs[name] = LayerRun(name, RunState.SKIPPED, "does not apply to this scope", role=_role(layer))
+            continue
+        (gen if "generate" in layer.roles else ref).append((name, layer))
+    gen.sort(key=lambda t: getattr(t[1], "cost_rank", 50))
+    ref.sort(key=lambda t: getattr(t[1], "cost_rank", 50))
+
+    first_result: list[float] = []
+
+    def budget() -> Budget:
+        return Budget(deadline - LAYER_MARGIN, pool=pool)
+
+    outcomes = await _run_phase(
+        [_run_layer(n, l, per_query[n], scope, budget(), "generate") for n, l in gen], deadline)
+    per_layer: dict[str, list[Hit]] = {}
+    for o in outcomes:
+        runs[o.name] = o.run
+        if o.hits:
+            per_layer[o.name] = o.hits
+            if o.finished_at is not None:
+                first_result.append(o.finished_at - t0)
+
+    if ref:
+        groups = group_hits(per_layer)
+        pool_items = fuse("rrf", runs_for_fusion(groups, per_layer), k=pool, c=rrf_c) if groups else []
+        by_key = {g.key: g for g in groups}
+        candidates = [Candidate(by_key[it.key].span, None) for it in pool_items]
+        jobs = []
+        for n, l in ref:
+            if not candidates:
+                runs[n] = LayerRun(n, RunState.SKIPPED, "no candidates to refine (no generate layer found any)",
+                                   role="refine", query=per_query[n])
+            elif time.monotonic() >= deadline - LAYER_MARGIN:
+                runs[n] = LayerRun(n, RunState.SKIPPED, "no time left in the timebox for refinement",
+                                   role="refine", query=per_query[n])
+            else:
+                jobs.append(_run_layer(n, l, per_query[n], scope, budget(), "refine", candidates))
+        for o in await _run_phase(jobs, deadline):
+            runs[o.name] = o.run
+            if o.hits:
+                per_layer[o.name] = o.hits
+                if o.finished_at is not None:
+                    first_result.append(o.finished_at - t0)
+
+    if strict:
+        failed = [r for r in runs.values() if r.state is RunState.FAILED]
+        if failed:
+            raise LayerFailedError("; ".join(r.reason for r in failed))
+
+    groups = group_hits(per_layer)
+    fused = fuse(fusion, runs_for_fusion(groups, per_layer), k=k, c=rrf_c) if groups else []
+    by_key = {g.key: g for g in groups}
+    hits = [merged_hit(by_key[it.key], dict(it.ranks)) for it in fused]
+    order = [n for n, _ in layers]
+    ordered_runs = [runs[n] for n in order if n in runs] + [r for n, r in runs.items() if n not in order]
+    return {
+        "hits": hits,
+        "runs": ordered_runs,
+        "first_result": min(first_result) if first_result else None,
+        "pool": {n: len(h) for n, h in per_layer.items()},
+        "started": t0,
+    }

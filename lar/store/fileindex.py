@@ -1,0 +1,327 @@
+"""The central file index: one row per path (tombstones collapse repeated changes), a monotonic
+sequence number as the change cursor, per-layer cursors, skipped files and usage counts.
+
+SQLite in WAL mode: readers see the last committed state and never a half-written one. There is
+one writer at a time across processes: ``writing()`` takes an ``flock`` on ``writer.lock`` in the
+state dir, waiting up to ``lock_timeout`` seconds, then raises ``StateLockedError`` naming the
+process that holds it.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import CorruptStateError, HitNotFoundError, StateLockedError
+
+SCHEMA_VERSION = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files(
+    path TEXT PRIMARY KEY,
+    hash TEXT,
+    size INTEGER NOT NULL DEFAULT 0,
+    mtime_ns INTEGER NOT NULL DEFAULT 0,
+    seq INTEGER NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS files_hash ON files(hash);
+CREATE INDEX IF NOT EXISTS files_seq ON files(seq);
+CREATE TABLE IF NOT EXISTS cursors(layer TEXT PRIMARY KEY, version TEXT NOT NULL, seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS skipped(path TEXT PRIMARY KEY, reason TEXT NOT NULL, size INTEGER,
+    mtime_ns INTEGER);
+CREATE TABLE IF NOT EXISTS history(hash TEXT NOT NULL, path TEXT NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY(hash, path));
+CREATE TABLE IF NOT EXISTS usage(hash TEXT PRIMARY KEY, hits INTEGER NOT NULL DEFAULT 0,
+    fetches INTEGER NOT NULL DEFAULT 0, last REAL NOT NULL DEFAULT 0);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    path: str
+    hash: str | None
+    size: int
+    mtime_ns: int
+    seq: int
+    deleted: bool
+
+
+def _record(row) -> FileRecord:
+    return FileRecord(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
+
+
+class FileIndex:
+    """Read API for everyone; write API (``upsert``, ``tombstone``...) inside ``writing()``."""
+
+    def __init__(self, state_dir: Path, *, lock_timeout: float = 10.0):
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.db_path = self.state_dir / "index.sqlite"
+        self.lock_path = self.state_dir / "writer.lock"
+        self.lock_timeout = lock_timeout
+        self._local = threading.local()
+        self._write_mutex = threading.RLock()
+        self._write_depth = 0
+        self._lock_fh = None
+        try:
+            conn = self._conn()
+            found = self._schema(conn)
+            if found is None:  # a new index: create it under the writer lock
+                conn.execute("PRAGMA journal_mode=WAL")
+                with self.writing():
+                    for stmt in _SCHEMA.split(";"):
+                        if stmt.strip():
+                            conn.execute(stmt)
+                    conn.execute(
+                        "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), ('seq', '0')",
+                        (SCHEMA_VERSION,),
+                    )
+                found = self._schema(conn)
+        except sqlite3.DatabaseError as exc:
+            raise CorruptStateError(
+                f"the file index {self.db_path} is unreadable ({exc}); "
+                f"delete the state folder {self.state_dir} and run `lar index` again"
+            ) from None
+        if found != SCHEMA_VERSION:
+            raise CorruptStateError(
+                f"the file index {self.db_path} has schema {found!r}, this lar "
+                f"needs {SCHEMA_VERSION!r}; delete {self.state_dir} and re-index"
+            )
+
+    @staticmethod
+    def _schema(conn: sqlite3.Connection) -> str | None:
+        has_meta = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        if not has_meta:
+            return None
+        row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        return row[0] if row else None
+
+    # -- connections ------------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.db_path, timeout=self.lock_timeout, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={int(self.lock_timeout * 1000)}")
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # -- the single writer ------------------------------------------------------------------
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[sqlite3.Connection]:
+        """Hold the cross-process writer lock and one IMMEDIATE transaction."""
+        with self._write_mutex:
+            outer = self._write_depth == 0
+            if outer:
+                self._acquire_flock()
+            self._write_depth += 1
+            conn = self._conn()
+            try:
+                if outer:
+                    conn.execute("BEGIN IMMEDIATE")
+                yield conn
+                if outer:
+                    conn.execute("COMMIT")
+            except BaseException:
+                if outer and conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            finally:
+                self._write_depth -= 1
+                if outer:
+                    self._release_flock()
+
+    def _acquire_flock(self) -> None:
+        fh = open(self.lock_path, "a+")
+        deadline = time.monotonic() + self.lock_timeout
+        while True:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    fh.close()
+                    raise StateLockedError(
+                        f"another process (pid {holder}) is writing the lar index in "
+                        f"{self.state_dir}; waited {self.lock_timeout:.1f}s. Wait for it to "
+                        "finish, or open the engine with another state dir"
+                    ) from None
+                time.sleep(0.02)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._lock_fh = fh
+
+    def _release_flock(self) -> None:
+        fh, self._lock_fh = self._lock_fh, None
+        if fh is not None:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fh.close()
+
+    def _next_seq(self, conn: sqlite3.Connection) -> int:
+        seq = int(conn.execute("SELECT value FROM meta WHERE key='seq'").fetchone()[0]) + 1
+        conn.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
+        return seq
+
+    # -- writes (call inside writing()) -----------------------------------------------------
+    def upsert(self, path: str, h: str, size: int, mtime_ns: int) -> int | None:
+        """Record the current state of ``path``. Returns the new seq, or None if the content
+        hash is unchanged (only stat fields are refreshed then)."""
+        with self.writing() as conn:
+            row = conn.execute("SELECT hash, deleted FROM files WHERE path=?", (path,)).fetchone()
+            conn.execute("DELETE FROM skipped WHERE path=?", (path,))
+            if row is not None and row[0] == h and not row[1]:
+                conn.execute("UPDATE files SET size=?, mtime_ns=? WHERE path=?", (size, mtime_ns, path))
+                return None
+            seq = self._next_seq(conn)
+            conn.execute("INSERT INTO history(hash, path, seq) VALUES (?,?,?) ON CONFLICT(hash, path) "
+                         "DO UPDATE SET seq=excluded.seq", (h, path, seq))
+            conn.execute(
+                "INSERT INTO files(path, hash, size, mtime_ns, seq, deleted) VALUES (?,?,?,?,?,0) "
+                "ON CONFLICT(path) DO UPDATE SET hash=excluded.hash, size=excluded.size, "
+                "mtime_ns=excluded.mtime_ns, seq=excluded.seq, deleted=0",
+                (path, h, size, mtime_ns, seq),
+            )
+            return seq
+
+    def tombstone(self, path: str) -> int | None:
+        """Mark ``path`` deleted (one row per path: repeated changes collapse)."""
+        with self.writing() as conn:
+            row = conn.execute("SELECT deleted FROM files WHERE path=?", (path,)).fetchone()
+            conn.execute("DELETE FROM skipped WHERE path=?", (path,))
+            if row is None or row[0]:
+                return None
+            seq = self._next_seq(conn)
+            conn.execute("UPDATE files SET deleted=1, seq=? WHERE path=?", (seq, path))
+            return seq
+
+    def record_skip(self, path: str, reason: str, size: int | None, mtime_ns: int | None = None) -> None:
+        with self.writing() as conn:
+            self.tombstone(path)  # a file that became binary or too large leaves the index
+            conn.execute(
+                "INSERT INTO skipped(path, reason, size, mtime_ns) VALUES (?,?,?,?) ON CONFLICT(path) "
+                "DO UPDATE SET reason=excluded.reason, size=excluded.size, mtime_ns=excluded.mtime_ns",
+                (path, reason, size, mtime_ns),
+            )
+
+    def forget_skip(self, path: str) -> None:
+        with self.writing() as conn:
+            conn.execute("DELETE FROM skipped WHERE path=?", (path,))
+
+    def set_cursor(self, layer: str, version: str, seq: int) -> None:
+        with self.writing() as conn:
+            conn.execute(
+                "INSERT INTO cursors(layer, version, seq) VALUES (?,?,?) ON CONFLICT(layer) "
+                "DO UPDATE SET version=excluded.version, seq=excluded.seq",
+                (layer, version, seq),
+            )
+
+    def touch_usage(self, hashes: list[str], *, kind: str = "hits") -> None:
+        col = "fetches" if kind == "fetches" else "hits"
+        now = time.time()
+        with self.writing() as conn:
+            conn.executemany(
+                f"INSERT INTO usage(hash, {col}, last) VALUES (?, 1, ?) ON CONFLICT(hash) "
+                f"DO UPDATE SET {col}={col}+1, last=excluded.last",
+                [(h, now) for h in hashes],
+            )
+
+    # -- reads ------------------------------------------------------------------------------
+    def get(self, path: str) -> FileRecord | None:
+        row = self._conn().execute(
+            "SELECT path, hash, size, mtime_ns, seq, deleted FROM files WHERE path=?", (path,)
+        ).fetchone()
+        return _record(row) if row else None
+
+    def live(self) -> list[FileRecord]:
+        rows = self._conn().execute(
+            "SELECT path, hash, size, mtime_ns, seq, deleted FROM files WHERE deleted=0 ORDER BY path"
+        ).fetchall()
+        return [_record(r) for r in rows]
+
+    def all_paths(self) -> dict[str, FileRecord]:
+        rows = self._conn().execute("SELECT path, hash, size, mtime_ns, seq, deleted FROM files").fetchall()
+        return {r[0]: _record(r) for r in rows}
+
+    def paths_for_hash(self, h: str) -> list[str]:
+        rows = self._conn().execute(
+            "SELECT path FROM files WHERE hash=? AND deleted=0 ORDER BY path", (h,)
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def known_hash(self, h: str) -> bool:
+        return self._conn().execute("SELECT 1 FROM history WHERE hash=? LIMIT 1", (h,)).fetchone() is not None
+
+    def past_paths(self, h: str) -> list[str]:
+        """Every path that ever held content ``h`` (newest first), for re-anchoring old ids."""
+        rows = self._conn().execute(
+            "SELECT path FROM history WHERE hash=? ORDER BY seq DESC", (h,)).fetchall()
+        return [r[0] for r in rows]
+
+    def resolve_prefix(self, prefix: str) -> str:
+        """The full hash for a hash prefix (as in hit ids), or ``HitNotFoundError``."""
+        rows = self._conn().execute(
+            "SELECT DISTINCT hash FROM history WHERE hash >= ? AND hash < ? LIMIT 2",
+            (prefix, prefix + "g"),
+        ).fetchall()
+        if not rows:
+            raise HitNotFoundError(
+                f"no unit with content hash {prefix!r} is known to this index; the id may come "
+                "from another corpus or a file that was never indexed. Run a search for fresh ids"
+            )
+        if len(rows) > 1:
+            raise HitNotFoundError(f"hash prefix {prefix!r} is ambiguous; give more characters")
+        return rows[0][0]
+
+    def changes_since(self, seq: int, limit: int | None = None) -> list[FileRecord]:
+        q = "SELECT path, hash, size, mtime_ns, seq, deleted FROM files WHERE seq > ? ORDER BY seq"
+        args: tuple = (seq,)
+        if limit is not None:
+            q += " LIMIT ?"
+            args = (seq, limit)
+        return [_record(r) for r in self._conn().execute(q, args).fetchall()]
+
+    def max_seq(self) -> int:
+        return int(self._conn().execute("SELECT value FROM meta WHERE key='seq'").fetchone()[0])
+
+    def get_cursor(self, layer: str) -> tuple[str, int] | None:
+        row = self._conn().execute("SELECT version, seq FROM cursors WHERE layer=?", (layer,)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def skipped(self) -> list[tuple[str, str, int | None]]:
+        return [tuple(r) for r in self._conn().execute(
+            "SELECT path, reason, size FROM skipped ORDER BY path").fetchall()]
+
+    def skipped_stats(self) -> dict[str, tuple[str, int | None, int | None]]:
+        """{path: (reason, size, mtime_ns)} of skipped files, for the scanner's stat pass."""
+        return {r[0]: (r[1], r[2], r[3]) for r in self._conn().execute(
+            "SELECT path, reason, size, mtime_ns FROM skipped").fetchall()}
+
+    def usage(self) -> dict[str, tuple[int, int, float]]:
+        rows = self._conn().execute("SELECT hash, hits, fetches, last FROM usage").fetchall()
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+    def counts(self) -> tuple[int, int]:
+        """(live files, distinct live hashes)."""
+        row = self._conn().execute(
+            "SELECT COUNT(*), COUNT(DISTINCT hash) FROM files WHERE deleted=0").fetchone()
+        return int(row[0]), int(row[1])

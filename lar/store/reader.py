@@ -1,0 +1,124 @@
+"""Reading units by content hash: from the current files when one still has that hash, else
+from the snapshot kept in the content-addressed store. Nothing outside the root is read."""
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+from ..errors import HitNotFoundError, StaleSpanError
+from ..scope import normalize_relpath
+from .cas import ContentStore, content_hash
+from .fileindex import FileIndex
+
+_CACHE_BYTES = 64 * 1024 * 1024
+
+
+class UnitReader:
+    def __init__(self, root: Path, index: FileIndex, store: ContentStore):
+        self.root = Path(root).resolve()
+        self.index = index
+        self.store = store
+        self._cache: OrderedDict[str, bytes] = OrderedDict()
+        self._cache_bytes = 0
+        self._lock = threading.Lock()
+
+    def _remember(self, h: str, data: bytes) -> None:
+        with self._lock:
+            if h in self._cache:
+                self._cache.move_to_end(h)
+                return
+            self._cache[h] = data
+            self._cache_bytes += len(data)
+            while self._cache_bytes > _CACHE_BYTES and len(self._cache) > 1:
+                _, old = self._cache.popitem(last=False)
+                self._cache_bytes -= len(old)
+
+    def read_path(self, path: str) -> tuple[str, bytes]:
+        """Current bytes of ``path`` (relative to the root) and their hash."""
+        rel = normalize_relpath(self.root, path)
+        full = self.root / rel
+        if full.is_symlink():
+            # normalize_relpath already refused links leaving the root; links inside are fine
+            pass
+        try:
+            data = full.read_bytes()
+        except FileNotFoundError:
+            raise HitNotFoundError(f"{rel!r} does not exist under {str(self.root)!r}") from None
+        except IsADirectoryError:
+            raise HitNotFoundError(f"{rel!r} is a directory, not a file") from None
+        h = content_hash(data)
+        self._remember(h, data)
+        return h, data
+
+    def read(self, h: str) -> bytes:
+        """The bytes whose hash is ``h``: cached, a current file with that hash, or the snapshot."""
+        with self._lock:
+            data = self._cache.get(h)
+        if data is not None:
+            return data
+        for rel in self.index.paths_for_hash(h):
+            try:
+                data = (self.root / rel).read_bytes()
+            except OSError:
+                continue
+            if content_hash(data) == h:
+                self._remember(h, data)
+                return data
+        data = self.store.get(h)
+        if data is not None:
+            self._remember(h, data)
+            return data
+        if self.index.known_hash(h):
+            raise StaleSpanError(
+                f"the unit {h[:12]} changed on disk and no snapshot of its old text was kept; "
+                "search again to get ids for the current text"
+            )
+        raise HitNotFoundError(f"no unit with hash {h[:12]} is known; search again for fresh ids")
+
+    def snapshot(self, h: str) -> None:
+        """Keep the unit's bytes in the content store so its spans stay readable after edits."""
+        if self.store.has(h):
+            return
+        try:
+            data = self.read(h)
+        except (HitNotFoundError, StaleSpanError):
+            return
+        self.store.put(data, h)
+
+    def text(self, h: str) -> str:
+        return self.read(h).decode("utf-8", errors="replace")
+
+
+def line_range(data: bytes, start: int, end: int) -> tuple[int, int]:
+    """1-based first and last line numbers covered by byte span ``[start, end)``."""
+    first = data.count(b"\n", 0, start) + 1
+    last_byte = max(start, end - 1)
+    last = data.count(b"\n", 0, last_byte) + 1 if end > start else first
+    return first, last
+
+
+def decode_span(data: bytes, start: int, end: int) -> str:
+    return data[start:end].decode("utf-8", errors="replace")
+
+
+def expand_to_lines(data: bytes, start: int, end: int, context: int = 0) -> tuple[int, int]:
+    """Grow ``[start, end)`` to whole lines plus ``context`` lines on each side."""
+    s = data.rfind(b"\n", 0, start) + 1
+    e = data.find(b"\n", max(start, end - 1) if end > start else start)
+    e = len(data) if e < 0 else e + 1
+    for _ in range(context):
+        if s > 0:
+            s = data.rfind(b"\n", 0, s - 1) + 1
+        if e < len(data):
+            nxt = data.find(b"\n", e)
+            e = len(data) if nxt < 0 else nxt + 1
+    return s, e
+
+
+def file_mtime_ns(root: Path, rel: str) -> int | None:
+    try:
+        return os.stat(Path(root) / rel).st_mtime_ns
+    except OSError:
+        return None

@@ -1,0 +1,64 @@
+"""Shared fixtures: a small corpus with code, prose, a binary file, broken UTF-8 and ignores.
+Libraries that write to $HOME are pointed at temporary folders."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_tmp_home = tempfile.mkdtemp(prefix="lar-test-home-")
+for var in ("XDG_CACHE_HOME", "IR_DATASETS_HOME", "TORCH_EXTENSIONS_DIR", "MPLCONFIGDIR"):
+    os.environ.setdefault(var, os.path.join(_tmp_home, var.lower()))
+
+CODE = '''"""Timebox helpers."""
+
+
+def parse_deadline(value):
+    """Turn a timebox such as '200ms' into seconds."""
+    return float(value)
+
+
+class AnytimeScheduler:
+    def run(self, layers):
+        return [layer for layer in layers]
+'''
+
+PROSE = """# Reciprocal rank fusion
+
+Reciprocal rank fusion adds 1/(c + rank) over the lists in which a candidate appears.
+Route-unique allocation keeps the best candidate that only one route found.
+"""
+
+UNICODE = "Grüße aus Köln: naïve café résumé, 東京 and Ωmega.\nsecond line with Straße\n"
+
+
+def make_corpus(root: Path) -> Path:
+    (root / "src").mkdir(parents=True)
+    (root / "docs").mkdir()
+    (root / "build").mkdir()
+    (root / "src" / "timebox.py").write_text(CODE)
+    (root / "docs" / "fusion.md").write_text(PROSE)
+    (root / "docs" / "unicode.txt").write_text(UNICODE, encoding="utf-8")
+    # broken UTF-8: a Latin-1 byte in the middle of ASCII text, then a matchable word
+    (root / "docs" / "latin1.txt").write_bytes(b"caf\xe9 au lait\nbroken_utf8_marker here\n")
+    (root / "blob.bin").write_bytes(b"\x00\x01\x02binary_marker\x00" * 10)
+    (root / "build" / "generated.py").write_text("ignored_marker = 1\n")
+    (root / ".gitignore").write_text("build/\n")
+    (root / "copy_of_timebox.py").write_text(CODE)  # identical content: same hash
+    return root
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    return make_corpus(tmp_path / "corpus")
+
+
+@pytest.fixture
+def engine(corpus, tmp_path):
+    import lar
+
+    eng = lar.open(corpus, state=tmp_path / "state")
+    yield eng
+    eng.close()

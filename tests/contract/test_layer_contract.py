@@ -1,0 +1,99 @@
+"""One contract suite, run against every registered layer (built-in or plugin)."""
+import asyncio
+import time
+
+import pytest
+
+import lar
+from lar.layer import Budget, Candidate
+from lar.registry import registered_layers
+from lar.scope import Scope
+from lar.store import content_hash
+from lar.types import LayerStatus, Span
+
+LAYERS = sorted(registered_layers())
+GRACE = 0.15  # seconds a layer may overrun its budget (process start-up, thread hand-off)
+
+
+def _candidates(eng, view):
+    return [Candidate(Span(u.hash, 0, u.size), u.path) for u in view.units()]
+
+
+def _search(eng, name, text, scope=None, seconds=2.0):
+    layer = eng.layers[name]
+    view = eng.scope_view(scope)
+    q = layer.default_query(text) if hasattr(layer, "default_query") else text
+    cands = _candidates(eng, view) if "generate" not in layer.roles else None
+    budget = Budget.seconds(seconds, pool=50)
+    t0 = time.monotonic()
+    hits = asyncio.run(layer.search(q, view, budget, cands))
+    return hits, time.monotonic() - t0, budget
+
+
+def _check_hits(eng, name, hits):
+    live = {r.hash: r for r in eng.index.live()}
+    ranks = []
+    for h in hits:
+        assert name in h.signals and name in h.evidence
+        assert h.hash in live, f"{name} returned a hash that is not current"
+        data = (eng.root / eng.index.paths_for_hash(h.hash)[0]).read_bytes()
+        assert content_hash(data) == h.hash
+        assert 0 <= h.span.start <= h.span.end <= len(data)
+        for s, e in h.evidence[name].sub_spans:
+            assert 0 <= s <= e <= len(data)
+        ranks.append(h.evidence[name].rank)
+    assert ranks == list(range(1, len(ranks) + 1))
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_status_is_valid(engine, name):
+    st = engine.layers[name].status(engine.scope_view())
+    assert isinstance(st, LayerStatus) and st.name == name
+    assert st.query_format and st.granularity and 0 <= st.coverage <= 1
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_finds_something_with_valid_spans(engine, name):
+    hits, _, _ = _search(engine, name, "timebox")
+    assert hits, f"{name} found nothing for 'timebox'"
+    _check_hits(engine, name, hits)
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_respects_its_budget(engine, corpus, name):
+    for i in range(300):  # enough material that a careless layer would overrun
+        (corpus / f"bulk_{i}.txt").write_text("timebox deadline scheduler\n" * 200)
+    engine.index_now()
+    hits, elapsed, _ = _search(engine, name, "timebox", seconds=0.05)
+    assert elapsed < 0.05 + GRACE
+    _check_hits(engine, name, hits)
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_empty_scope(engine, name):
+    hits, _, _ = _search(engine, name, "timebox", scope=Scope(include=("no/such/dir/**",)))
+    assert hits == []
+    hits, _, _ = _search(engine, name, "timebox", scope=Scope(hashes=frozenset()))
+    assert hits == []
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_deleted_file_is_never_returned(engine, corpus, name):
+    (corpus / "docs" / "fusion.md").unlink()
+    hits, _, _ = _search(engine, name, "Reciprocal rank fusion")
+    paths = {p for h in hits for p in engine.index.paths_for_hash(h.hash)}
+    assert "docs/fusion.md" not in paths
+    _check_hits(engine, name, hits)
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_non_utf8_file(engine, name):
+    hits, _, _ = _search(engine, name, "broken_utf8_marker latin1")
+    _check_hits(engine, name, hits)
+
+
+@pytest.mark.parametrize("name", LAYERS)
+@pytest.mark.parametrize("text", ["Straße", "東京", "naïve café"])
+def test_unicode_query(engine, name, text):
+    hits, _, _ = _search(engine, name, text)
+    _check_hits(engine, name, hits)

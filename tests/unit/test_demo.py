@@ -1,0 +1,125 @@
+"""The scripted demo (``lar demo``) on the embedded corpus, run in a temporary work folder."""
+from __future__ import annotations
+
+import json
+import re
+
+from lar.demo import QUERIES, _sources, data_dir, run_demo
+
+STATES = {"ran", "aborted", "skipped", "failed"}
+TEX_FILES = {
+    "papers/fmri-7t-music-genres/boilerplate_common.tex",
+    "papers/fmri-7t-music-genres/boilerplate_fancy.tex",
+    "papers/fmri-7t-music-genres/boilerplate_plain.tex",
+    "papers/fmri-7t-music-genres/p.tex",
+    "papers/good-enough-practices/good-enough-practices-for-scientific-computing.tex",
+    "papers/latin-poetry-nn-style/fail.tex",
+}
+GEP = "papers/good-enough-practices/good-enough-practices-for-scientific-computing.tex"
+
+
+def _run(workdir, capsys) -> dict:
+    # a generous timebox so that a slow machine still lets every layer finish
+    rc = run_demo(timebox=5.0, as_json=True, workdir=workdir)
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    return json.loads(out)
+
+
+def _query(doc: dict, query) -> dict:
+    for q in doc["queries"]:
+        if q["result"]["query"] == query:
+            return q["result"]
+    raise AssertionError(f"query {query!r} not in the demo output")
+
+
+def test_shipped_corpus_is_small_and_has_no_pdfs():
+    files = [p for p in data_dir().rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) < 1_500_000
+    assert not [p for p in files if p.suffix.lower() == ".pdf"]
+    for name in ("good-enough-practices", "latin-poetry-nn-style", "fmri-7t-music-genres"):
+        source = (data_dir() / "papers" / name / "SOURCE.md").read_text()
+        assert "CC BY" in source
+
+
+def test_demo_json(tmp_path, capsys):
+    doc = _run(tmp_path, capsys)
+    corpus = tmp_path / ".lar-demo" / "corpus"
+    assert doc["corpus"] == str(corpus)
+    assert (tmp_path / ".lar-demo" / "state").is_dir()
+    expected = set(_sources())
+    assert "lar-src/timebox.py" in expected and "README.md" not in expected
+    assert not any("__pycache__" in p for p in expected)
+    assert doc["synced"] == {"files": len(expected), "written": len(expected), "removed": 0}
+    assert doc["status"]["units"] == len(expected)
+    assert {x["name"] for x in doc["status"]["layers"]} >= {"grep", "names", "fuzzy"}
+    assert len(doc["queries"]) == len(QUERIES)
+
+    for q in doc["queries"]:
+        runs = q["result"]["runs"]
+        assert runs, q["title"]
+        for r in runs:
+            assert r["state"] in STATES, r
+            assert r["state"] != "failed", r
+
+    # a phrase from a paper: the line that says it ranks first, and it is what gets fetched
+    first = doc["queries"][0]["result"]
+    assert first["hits"][0]["path"] == GEP
+    assert first["hits"][0]["lines"] == [262, 262]
+    assert "Save the raw data" in first["hits"][0]["excerpt"]
+    fetched = doc["fetch"]
+    assert fetched["id"] == first["hits"][0]["id"]
+    assert fetched["path"] == GEP
+    assert fetched["lines"] == [262, 262]
+    assert fetched["context_lines"] == [260, 264]
+    assert "Save the raw data" in fetched["text"]
+
+    # an identifier from lar's own source
+    ident = _query(doc, "parse_duration")
+    assert "lar-src/timebox.py" in [h["path"] for h in ident["hits"]]
+    defn = [h for h in ident["hits"] if h["path"] == "lar-src/timebox.py"][0]
+    assert defn["excerpt"].startswith("def parse_duration(")
+    assert "grep" in defn["signals"]
+
+    # typo'd text: fuzzy rescoring grep's candidates, names not asked
+    typo = _query(doc, {"grep": "hexameter", "fuzzy": "dactylic hexamter"})
+    states = {r["name"]: (r["state"], r["role"]) for r in typo["runs"]}
+    assert states["grep"] == ("ran", "generate")
+    assert states["fuzzy"] == ("ran", "refine")
+    assert states["names"][0] == "skipped"
+    assert any("dactylic hexameter" in h["excerpt"] and "fuzzy" in h["signals"] for h in typo["hits"])
+
+    # a regex: every hit is a section heading whose title mentions data
+    regex = _query(doc, {"grep": {"regex": r"\\(sub)*section\*?\{[^}]*[Dd]ata"}})
+    assert len(regex["hits"]) == 6
+    for h in regex["hits"]:
+        assert re.search(r"\\(sub)*section\*?\{[^}]*[Dd]ata", h["excerpt"]), h
+
+    # a names glob: exactly the .tex files
+    glob = _query(doc, {"names": {"glob": "**/*.tex"}})
+    assert {h["path"] for h in glob["hits"]} == TEX_FILES
+    assert all(h["signals"] == ["names"] for h in glob["hits"])
+
+    # a scoped query never leaves papers/
+    scoped = [q for q in doc["queries"] if q["scope"] == "papers/**"][0]["result"]
+    assert scoped["hits"]
+    assert all(h["path"].startswith("papers/") for h in scoped["hits"])
+
+
+def test_second_run_reuses_corpus_and_state(tmp_path, capsys):
+    _run(tmp_path, capsys)
+    stale = tmp_path / ".lar-demo" / "corpus" / "prose" / "stale.md"
+    stale.write_text("a file the shipped corpus does not have\n")
+    doc = _run(tmp_path, capsys)
+    assert doc["synced"]["written"] == 0
+    assert doc["synced"]["removed"] == 1
+    assert not stale.exists()
+    assert doc["status"]["last_scan"]["added"] == 0
+
+
+def test_demo_text_output(tmp_path, capsys):
+    assert run_demo(timebox=5.0, workdir=tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "lar-src/timebox.py:" in out
+    assert f"{GEP}:262-262" in out
+    assert "coverage" in out and "fetch " in out
