@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("query", type=_query, help="text, or a JSON mapping {layer: query}")
     s.add_argument("--timebox", type=_duration, default=0.5, help="e.g. 200ms, 1s (default 500ms)")
     s.add_argument("--k", type=int, default=20)
+    s.add_argument("--tokens", type=int, default=None, help="also bound the result's size in tokens")
     s.add_argument("--layers", type=_csv, default=None, help="comma-separated layer names")
     s.add_argument("--exclude", type=_csv, default=None, help="comma-separated layer names")
     s.add_argument("--scope", action="append", default=None, help="glob to include (repeatable)")
@@ -98,7 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif args.cmd == "search":
                 res = eng.search(args.query, timebox=args.timebox, k=args.k, emphasis=args.emphasis,
                                  layers=args.layers, exclude=args.exclude, scope=args.scope,
-                                 fusion=args.fusion, rrf_c=args.rrf_c, strict=args.strict)
+                                 fusion=args.fusion, rrf_c=args.rrf_c, strict=args.strict,
+                                 tokens=args.tokens)
                 if args.json:
                     print(res.to_json(full=args.full, indent=2))
                 else:

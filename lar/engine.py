@@ -50,6 +50,25 @@ def make_excerpt(data: bytes, span: Span, sub_spans: Sequence[tuple[int, int]] =
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
 
 
+def estimate_tokens(hit: Hit) -> int:
+    """Tokens an agent reads for a hit's compact JSON (about 4 characters per token)."""
+    import json
+
+    return max(1, len(json.dumps(hit.to_compact(), ensure_ascii=False)) // 4)
+
+
+def within_tokens(hits: list[Hit], budget: int) -> list[Hit]:
+    """The longest prefix of ``hits`` whose compact form fits ``budget`` tokens (at least one)."""
+    out, used = [], 0
+    for h in hits:
+        cost = estimate_tokens(h)
+        if out and used + cost > budget:
+            break
+        out.append(h)
+        used += cost
+    return out
+
+
 class _LoopThread:
     """A private asyncio loop running in a daemon thread."""
 
@@ -210,21 +229,25 @@ class Engine:
     def search(self, query: Any, timebox: Any = 0.5, k: int = 20, emphasis: str = "balanced",
                layers: Sequence[str] | None = None, exclude: Sequence[str] | None = None,
                scope: Any = None, fusion: str = "route-unique", rrf_c: float = 60.0,
-               strict: bool = False) -> Result:
-        """Run the layers under ``timebox`` (seconds or '200ms') and fuse what they found."""
+               strict: bool = False, tokens: int | None = None) -> Result:
+        """Run the layers under ``timebox`` (seconds or '200ms') and fuse what they found.
+        ``k`` bounds the number of hits; ``tokens`` (optional) also bounds the compact result's
+        estimated size in tokens (~4 characters each)."""
         if self._loop is None:
             self._loop = _LoopThread()
         return self._loop.run(self.asearch(query, timebox, k, emphasis, layers, exclude, scope,
-                                           fusion, rrf_c, strict))
+                                           fusion, rrf_c, strict, tokens))
 
     async def asearch(self, query: Any, timebox: Any = 0.5, k: int = 20, emphasis: str = "balanced",
                       layers: Sequence[str] | None = None, exclude: Sequence[str] | None = None,
                       scope: Any = None, fusion: str = "route-unique", rrf_c: float = 60.0,
-                      strict: bool = False) -> Result:
+                      strict: bool = False, tokens: int | None = None) -> Result:
         t_call = time.monotonic()
         tb = parse_duration(timebox)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(f"k must be a positive integer, got {k!r}")
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
+            raise ConfigError(f"tokens must be a positive integer or None, got {tokens!r}")
         if isinstance(query, str):
             if not query.strip():
                 raise ConfigError("the query is empty; give text, or a mapping {layer: query}")
@@ -245,6 +268,8 @@ class Engine:
                                 skipped=skipped)
         hits = [self._enrich(h, view.scope) for h in out["hits"]]
         hits = [h for h in hits if h is not None]
+        if tokens is not None:
+            hits = within_tokens(hits, tokens)
         elapsed = time.monotonic() - t_call
         if hits:
             self._bg.submit(self._after_search, [h.hash for h in hits])

@@ -222,8 +222,14 @@ class GrepLayer(BaseLayer):
         for _, path, *_rest in scored:
             per_file[path] += 1
         scored.sort(key=lambda t: (t[0], -per_file[t[1]], t[2], t[1]))
-        hits = []
-        for rank, (_, path, off, body, subs, h, score) in enumerate(scored[: budget.pool], start=1):
+        hits, seen = [], set()
+        for _, path, off, body, subs, h, score in scored:
+            if (h, off) in seen:
+                continue  # identical files share a hash: one hit, several paths
+            seen.add((h, off))
+            if len(hits) >= budget.pool:
+                break
+            rank = len(hits) + 1
             span = Span(h, off, off + len(body))
             sub_spans = tuple((off + s, off + min(e, len(body))) for s, e, _ in subs if s < len(body))
             hit = Hit.single(self.name, span, rank=rank, score=score, score_kind="term-rarity",

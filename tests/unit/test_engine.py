@@ -170,3 +170,16 @@ def test_result_converts_to_polars(engine):
     assert df.columns == ["rank", "id", "path", "line_start", "line_end", "signals", "excerpt"]
     assert df["rank"].to_list() == list(range(1, len(res.hits) + 1))
     assert "<table>" in res._repr_html_()
+
+
+def test_token_budget_bounds_the_result(engine):
+    from lar.engine import estimate_tokens
+
+    q = {"grep": {"any": ["timebox", "rank", "layer"]}}
+    full = engine.search(q, timebox=5, k=20)
+    assert len(full.hits) >= 3
+    budget = estimate_tokens(full.hits[0]) + estimate_tokens(full.hits[1])
+    small = engine.search(q, timebox=5, k=20, tokens=budget)
+    assert [h.id for h in small.hits] == [h.id for h in full.hits[:2]]
+    with pytest.raises(ConfigError, match="tokens"):
+        engine.search("timebox", tokens=0)

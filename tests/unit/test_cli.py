@@ -1,0 +1,59 @@
+import json
+
+import pytest
+
+from lar.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_search_json_is_stable(corpus, tmp_path, capsys):
+    state = str(tmp_path / "state")
+    code, out, _ = run(capsys, "search", "parse_deadline", "--root", str(corpus), "--state", state,
+                       "--timebox", "2s", "--k", "3", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["schema"] == 1 and doc["k"] == 3 and doc["fusion"] == "route-unique"
+    assert set(doc["hits"][0]) == {"id", "path", "lines", "excerpt", "signals"}
+    assert {r["name"] for r in doc["runs"]} == {"names", "grep", "fuzzy"}
+    hit_id = doc["hits"][0]["id"]
+    code, out, _ = run(capsys, "fetch", hit_id, "--root", str(corpus), "--state", state, "--json")
+    assert code == 0 and json.loads(out)["text"] == "def parse_deadline(value):"
+
+
+def test_mapping_query_full_evidence(corpus, tmp_path, capsys):
+    code, out, _ = run(capsys, "search", '{"grep": {"regex": "class \\\\w+"}}', "--root", str(corpus),
+                       "--state", str(tmp_path / "s"), "--json", "--full")
+    doc = json.loads(out)
+    assert code == 0 and doc["hits"][0]["excerpt"] == "class AnytimeScheduler:"
+    ev = doc["hits"][0]["evidence"]["grep"]
+    assert ev["rank"] == 1 and ev["query"]["regex"] is True
+
+
+def test_status_inventory_and_read(corpus, tmp_path, capsys):
+    state = str(tmp_path / "state")
+    code, out, _ = run(capsys, "status", "--root", str(corpus), "--state", state, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["units"] == 5 and doc["skipped"][0]["path"] == "blob.bin"
+    code, out, _ = run(capsys, "inventory", "--root", str(corpus), "--state", state, "--json")
+    assert "docs/fusion.md" in {u["path"] for u in json.loads(out)["units"]}
+    code, out, _ = run(capsys, "read", "docs/fusion.md", "--root", str(corpus), "--state", state)
+    assert code == 0 and out.startswith("# Reciprocal rank fusion")
+
+
+def test_errors_are_one_line_and_exit_2(corpus, tmp_path, capsys):
+    code, _, err = run(capsys, "search", "x", "--root", str(corpus), "--state", str(tmp_path / "s"),
+                       "--layers", "nope")
+    assert code == 2 and err.startswith("lar: error: unknown layer 'nope'")
+    code, _, err = run(capsys, "fetch", "zzz", "--root", str(corpus), "--state", str(tmp_path / "s"))
+    assert code == 2 and "not a lar hit id" in err
+    code, _, err = run(capsys, "read", "../etc/passwd", "--root", str(corpus), "--state", str(tmp_path / "s"))
+    assert code == 2 and "'..'" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["search", "x", "--timebox", "soon"])
+    assert exc.value.code == 2
+    assert "cannot read duration" in capsys.readouterr().err
