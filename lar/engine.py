@@ -164,11 +164,7 @@ class Engine:
     def _detect(self, paths: Sequence[str]) -> dict[str, str | None]:
         report = self.scanner.refresh(paths)
         self._queue(report.changed_paths)
-        out = {}
-        for p in paths:
-            rec = self.index.get(p)
-            out[p] = rec.hash if rec is not None and not rec.deleted else None
-        return out
+        return {p: report.current.get(p) for p in paths}
 
     def _queue(self, paths: Iterable[str]) -> None:
         paths = list(paths)

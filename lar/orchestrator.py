@@ -82,7 +82,13 @@ async def _run_phase(jobs, deadline: float) -> list[_Outcome]:
     if not tasks:
         return []
     timeout = max(0.0, deadline - time.monotonic())
-    done, pending = await asyncio.wait(tasks, timeout=timeout)
+    try:
+        done, pending = await asyncio.wait(tasks, timeout=timeout)
+    except asyncio.CancelledError:  # the caller gave up: stop the layers (and their processes)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
     for t in pending:
         t.cancel()
     if pending:

@@ -36,7 +36,7 @@ COMPUTE_DTYPES = ("float32", "tf32", "bfloat16", "float16")
 SEGMENT_METHODS = ("auto", "segment_reduce", "index_reduce", "scatter", "pad", "numpy")
 
 DEFAULT_BLOCK_TOKENS_CPU = 65536
-DEFAULT_BLOCK_TOKENS_CUDA = 1 << 18
+DEFAULT_BLOCK_TOKENS_CUDA = 1 << 20  # fastest on an H200 (benchmarks/results/2026-11-29-gpu-maxsim)
 INNER_TOKENS_CPU = 4096
 
 
@@ -280,7 +280,7 @@ def maxsim_torch(
     ``doc_tokens`` may be a numpy array / memmap (shipped to ``device`` block by block) or a
     torch tensor (used where it lives, e.g. already on the GPU). ``device`` defaults to the
     tensor's device, else "cuda" when available, else "cpu". ``block_tokens`` defaults to
-    262144 on CUDA and 65536 on CPU. ``compute_dtype`` is the matmul dtype ("float32",
+    1048576 on CUDA and 65536 on CPU. ``compute_dtype`` is the matmul dtype ("float32",
     "tf32", "bfloat16", "float16"); maxima and the weighted sum are always float32."""
     torch, q32, x, s, w, dev, cd, seg, bt = _prepare(
         q, doc_tokens, starts, weights, device, block_tokens, compute_dtype, segment

@@ -20,7 +20,7 @@ from typing import Iterator
 
 from ..errors import CorruptStateError, HitNotFoundError, StateLockedError
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -29,6 +29,8 @@ CREATE TABLE IF NOT EXISTS files(
     hash TEXT,
     size INTEGER NOT NULL DEFAULT 0,
     mtime_ns INTEGER NOT NULL DEFAULT 0,
+    ctime_ns INTEGER NOT NULL DEFAULT 0,
+    ino INTEGER NOT NULL DEFAULT 0,
     seq INTEGER NOT NULL,
     deleted INTEGER NOT NULL DEFAULT 0
 );
@@ -36,7 +38,7 @@ CREATE INDEX IF NOT EXISTS files_hash ON files(hash);
 CREATE INDEX IF NOT EXISTS files_seq ON files(seq);
 CREATE TABLE IF NOT EXISTS cursors(layer TEXT PRIMARY KEY, version TEXT NOT NULL, seq INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS skipped(path TEXT PRIMARY KEY, reason TEXT NOT NULL, size INTEGER,
-    mtime_ns INTEGER);
+    mtime_ns INTEGER, ctime_ns INTEGER, ino INTEGER);
 CREATE TABLE IF NOT EXISTS history(hash TEXT NOT NULL, path TEXT NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY(hash, path));
 CREATE TABLE IF NOT EXISTS usage(hash TEXT PRIMARY KEY, hits INTEGER NOT NULL DEFAULT 0,
@@ -52,10 +54,21 @@ class FileRecord:
     mtime_ns: int
     seq: int
     deleted: bool
+    ctime_ns: int = 0
+    ino: int = 0
+
+    def same_stat(self, st) -> bool:
+        """True when ``st`` (an os.stat_result) says the file is unchanged since indexed.
+        ctime and inode catch same-size edits that restore the mtime (cp -p, rsync -t, tar)."""
+        return (not self.deleted and self.size == st.st_size and self.mtime_ns == st.st_mtime_ns
+                and self.ctime_ns == st.st_ctime_ns and self.ino == st.st_ino)
+
+
+_COLS = "path, hash, size, mtime_ns, seq, deleted, ctime_ns, ino"
 
 
 def _record(row) -> FileRecord:
-    return FileRecord(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
+    return FileRecord(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6], row[7])
 
 
 class FileIndex:
@@ -183,23 +196,26 @@ class FileIndex:
         return seq
 
     # -- writes (call inside writing()) -----------------------------------------------------
-    def upsert(self, path: str, h: str, size: int, mtime_ns: int) -> int | None:
+    def upsert(self, path: str, h: str, size: int, mtime_ns: int, ctime_ns: int = 0,
+               ino: int = 0) -> int | None:
         """Record the current state of ``path``. Returns the new seq, or None if the content
         hash is unchanged (only stat fields are refreshed then)."""
         with self.writing() as conn:
             row = conn.execute("SELECT hash, deleted FROM files WHERE path=?", (path,)).fetchone()
             conn.execute("DELETE FROM skipped WHERE path=?", (path,))
             if row is not None and row[0] == h and not row[1]:
-                conn.execute("UPDATE files SET size=?, mtime_ns=? WHERE path=?", (size, mtime_ns, path))
+                conn.execute("UPDATE files SET size=?, mtime_ns=?, ctime_ns=?, ino=? WHERE path=?",
+                             (size, mtime_ns, ctime_ns, ino, path))
                 return None
             seq = self._next_seq(conn)
             conn.execute("INSERT INTO history(hash, path, seq) VALUES (?,?,?) ON CONFLICT(hash, path) "
                          "DO UPDATE SET seq=excluded.seq", (h, path, seq))
             conn.execute(
-                "INSERT INTO files(path, hash, size, mtime_ns, seq, deleted) VALUES (?,?,?,?,?,0) "
-                "ON CONFLICT(path) DO UPDATE SET hash=excluded.hash, size=excluded.size, "
-                "mtime_ns=excluded.mtime_ns, seq=excluded.seq, deleted=0",
-                (path, h, size, mtime_ns, seq),
+                "INSERT INTO files(path, hash, size, mtime_ns, ctime_ns, ino, seq, deleted) "
+                "VALUES (?,?,?,?,?,?,?,0) ON CONFLICT(path) DO UPDATE SET hash=excluded.hash, "
+                "size=excluded.size, mtime_ns=excluded.mtime_ns, ctime_ns=excluded.ctime_ns, "
+                "ino=excluded.ino, seq=excluded.seq, deleted=0",
+                (path, h, size, mtime_ns, ctime_ns, ino, seq),
             )
             return seq
 
@@ -214,13 +230,15 @@ class FileIndex:
             conn.execute("UPDATE files SET deleted=1, seq=? WHERE path=?", (seq, path))
             return seq
 
-    def record_skip(self, path: str, reason: str, size: int | None, mtime_ns: int | None = None) -> None:
+    def record_skip(self, path: str, reason: str, size: int | None, mtime_ns: int | None = None,
+                    ctime_ns: int | None = None, ino: int | None = None) -> None:
         with self.writing() as conn:
             self.tombstone(path)  # a file that became binary or too large leaves the index
             conn.execute(
-                "INSERT INTO skipped(path, reason, size, mtime_ns) VALUES (?,?,?,?) ON CONFLICT(path) "
-                "DO UPDATE SET reason=excluded.reason, size=excluded.size, mtime_ns=excluded.mtime_ns",
-                (path, reason, size, mtime_ns),
+                "INSERT INTO skipped(path, reason, size, mtime_ns, ctime_ns, ino) VALUES (?,?,?,?,?,?) "
+                "ON CONFLICT(path) DO UPDATE SET reason=excluded.reason, size=excluded.size, "
+                "mtime_ns=excluded.mtime_ns, ctime_ns=excluded.ctime_ns, ino=excluded.ino",
+                (path, reason, size, mtime_ns, ctime_ns, ino),
             )
 
     def forget_skip(self, path: str) -> None:
@@ -248,18 +266,28 @@ class FileIndex:
     # -- reads ------------------------------------------------------------------------------
     def get(self, path: str) -> FileRecord | None:
         row = self._conn().execute(
-            "SELECT path, hash, size, mtime_ns, seq, deleted FROM files WHERE path=?", (path,)
+            f"SELECT {_COLS} FROM files WHERE path=?", (path,)
         ).fetchone()
         return _record(row) if row else None
 
     def live(self) -> list[FileRecord]:
         rows = self._conn().execute(
-            "SELECT path, hash, size, mtime_ns, seq, deleted FROM files WHERE deleted=0 ORDER BY path"
+            f"SELECT {_COLS} FROM files WHERE deleted=0 ORDER BY path"
         ).fetchall()
         return [_record(r) for r in rows]
 
+    def get_many(self, paths: list[str]) -> dict[str, FileRecord]:
+        out: dict[str, FileRecord] = {}
+        conn = self._conn()
+        for i in range(0, len(paths), 500):
+            chunk = paths[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            for r in conn.execute(f"SELECT {_COLS} FROM files WHERE path IN ({marks})", chunk):
+                out[r[0]] = _record(r)
+        return out
+
     def all_paths(self) -> dict[str, FileRecord]:
-        rows = self._conn().execute("SELECT path, hash, size, mtime_ns, seq, deleted FROM files").fetchall()
+        rows = self._conn().execute(f"SELECT {_COLS} FROM files").fetchall()
         return {r[0]: _record(r) for r in rows}
 
     def paths_for_hash(self, h: str) -> list[str]:
@@ -293,7 +321,7 @@ class FileIndex:
         return rows[0][0]
 
     def changes_since(self, seq: int, limit: int | None = None) -> list[FileRecord]:
-        q = "SELECT path, hash, size, mtime_ns, seq, deleted FROM files WHERE seq > ? ORDER BY seq"
+        q = f"SELECT {_COLS} FROM files WHERE seq > ? ORDER BY seq"
         args: tuple = (seq,)
         if limit is not None:
             q += " LIMIT ?"
@@ -311,10 +339,10 @@ class FileIndex:
         return [tuple(r) for r in self._conn().execute(
             "SELECT path, reason, size FROM skipped ORDER BY path").fetchall()]
 
-    def skipped_stats(self) -> dict[str, tuple[str, int | None, int | None]]:
-        """{path: (reason, size, mtime_ns)} of skipped files, for the scanner's stat pass."""
-        return {r[0]: (r[1], r[2], r[3]) for r in self._conn().execute(
-            "SELECT path, reason, size, mtime_ns FROM skipped").fetchall()}
+    def skipped_stats(self) -> dict[str, tuple]:
+        """{path: (reason, size, mtime_ns, ctime_ns, ino)} of skipped files (scanner's stat pass)."""
+        return {r[0]: tuple(r[1:]) for r in self._conn().execute(
+            "SELECT path, reason, size, mtime_ns, ctime_ns, ino FROM skipped").fetchall()}
 
     def usage(self) -> dict[str, tuple[int, int, float]]:
         rows = self._conn().execute("SELECT hash, hits, fetches, last FROM usage").fetchall()

@@ -58,12 +58,20 @@ class UnitReader:
             data = self._cache.get(h)
         if data is not None:
             return data
-        for rel in self.index.paths_for_hash(h):
+        paths = self.index.paths_for_hash(h)
+        known = self.index.get_many(paths) if paths else {}
+        for rel in paths:
+            full = self.root / rel
             try:
-                data = (self.root / rel).read_bytes()
+                st = os.stat(full, follow_symlinks=False)
+                data = full.read_bytes()
             except OSError:
                 continue
-            if content_hash(data) == h:
+            rec = known.get(rel)
+            # stat unchanged since the file was hashed (size, mtime, ctime, inode): trust the
+            # index as git does; otherwise verify the hash of the bytes actually read
+            if (rec is not None and rec.hash == h and rec.same_stat(st) and len(data) == st.st_size) \
+                    or content_hash(data) == h:
                 self._remember(h, data)
                 return data
         data = self.store.get(h)

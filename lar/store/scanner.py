@@ -32,6 +32,7 @@ class ScanReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     unchanged: int = 0
     hashed_bytes: int = 0
+    current: dict = field(default_factory=dict)
     elapsed: float = 0.0
 
     @property
@@ -106,24 +107,27 @@ class Scanner:
             return "skip", f"too large (> limit {self.max_bytes} bytes)"
         if is_binary(data):
             return "skip", "binary (NUL byte in the first 8 KiB)"
-        return "file", (content_hash(data), len(data), st.st_mtime_ns)
+        return "file", (content_hash(data), len(data), st)
 
-    def _apply(self, rel: str, st: os.stat_result | None, report: ScanReport, known) -> None:
+    def _apply(self, rel: str, st: os.stat_result | None, report: ScanReport, known) -> str | None:
+        """Record the file's current state; returns its hash, or None if gone or skipped."""
         kind, val = self._classify(rel, st)
         if kind == "gone":
             if known is not None and not known.deleted and self.index.tombstone(rel) is not None:
                 report.deleted.append(rel)
-            return
+            return None
         if kind == "skip":
             report.skipped.append((rel, str(val)))
             self.index.record_skip(rel, str(val), st.st_size if st else None,
-                                   st.st_mtime_ns if st else None)
-            return
-        h, size, mtime = val
+                                   st.st_mtime_ns if st else None, st.st_ctime_ns if st else None,
+                                   st.st_ino if st else None)
+            return None
+        h, size, st = val
         report.hashed_bytes += size
-        seq = self.index.upsert(rel, h, size, mtime)
+        seq = self.index.upsert(rel, h, size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
         if seq is not None:
             (report.added if known is None or known.deleted else report.changed).append(rel)
+        return h
 
     def scan(self) -> ScanReport:
         """Full pass: list, stat, hash what changed, tombstone what vanished. The writer lock is
@@ -143,12 +147,12 @@ class Scanner:
             except FileNotFoundError:
                 st = None
             rec = known.get(rel)
-            if (rec is not None and not rec.deleted and st is not None
-                    and rec.size == st.st_size and rec.mtime_ns == st.st_mtime_ns):
+            if rec is not None and st is not None and rec.same_stat(st):
                 report.unchanged += 1
                 continue
             sk = skipped.get(rel)
-            if sk is not None and st is not None and sk[1] == st.st_size and sk[2] == st.st_mtime_ns:
+            if sk is not None and st is not None and sk[1:] == (
+                    st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino):
                 report.skipped.append((rel, sk[0]))  # skipped before and unchanged since
                 continue
             todo.append((rel, st, rec))
@@ -169,24 +173,30 @@ class Scanner:
         return report
 
     def refresh(self, paths: Iterable[str]) -> ScanReport:
-        """Stat-check only ``paths`` (e.g. files a grep matched); re-hash those that changed."""
+        """Stat-check only ``paths`` (e.g. files a grep matched); re-hash those that changed.
+        ``report.current`` maps each path to its current hash, or None (gone or skipped)."""
         t0 = time.perf_counter()
         report = ScanReport()
+        paths = list(paths)
+        known = self.index.get_many(paths)
         todo = []
         for rel in paths:
-            rec = self.index.get(rel)
+            rec = known.get(rel)
             try:
                 st = os.stat(self.root / rel, follow_symlinks=False)
             except (FileNotFoundError, NotADirectoryError):
                 st = None
-            if (rec is not None and not rec.deleted and st is not None
-                    and rec.size == st.st_size and rec.mtime_ns == st.st_mtime_ns):
+            except OSError:
+                st = None
+            if rec is not None and st is not None and rec.same_stat(st):
                 report.unchanged += 1
+                report.current[rel] = rec.hash
                 continue
+            report.current[rel] = None
             todo.append((rel, st, rec))
         if todo:
             with self.index.writing():
                 for rel, st, rec in todo:
-                    self._apply(rel, st, report, rec)
+                    report.current[rel] = self._apply(rel, st, report, rec)
         report.elapsed = time.perf_counter() - t0
         return report

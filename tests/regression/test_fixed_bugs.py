@@ -40,3 +40,59 @@ def test_fresh_index_creation_commits_its_schema(tmp_path):
     # executescript() inside our transaction used to fail with "no transaction is active"
     FileIndex(tmp_path).upsert("x", "ab" * 16, 1, 1)
     assert FileIndex(tmp_path).get("x").hash == "ab" * 16
+
+
+def test_same_size_edit_with_restored_mtime_is_detected(corpus, tmp_path):
+    # change detection compared size and mtime only: `cp -p`/`rsync -t` style edits were missed
+    import os
+
+    from lar.store import content_hash
+
+    with lar.open(corpus, state=tmp_path / "s") as eng:
+        path = corpus / "docs" / "fusion.md"
+        st = os.stat(path)
+        old = path.read_bytes()
+        new = old.replace(b"Reciprocal", b"Reciprocol")  # same size
+        path.write_bytes(new)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # restore the old mtime
+        eng.index_now()
+        assert eng.index.get("docs/fusion.md").hash == content_hash(new)
+        hit = eng.search("Reciprocol", timebox=5, layers=["grep"]).hits[0]
+        assert hit.hash == content_hash(new)
+
+
+def test_cancelled_search_stops_its_layers(corpus, tmp_path):
+    # cancelling asearch from outside used to leave layer tasks (and rg) running
+    import asyncio
+
+    from lar.layer import BaseLayer
+    from lar.registry import register_layer, unregister_layer
+
+    state = {"finished": False, "cancelled": False}
+
+    class Sleepy(BaseLayer):
+        name = "sleepy"
+
+        async def search(self, query, scope, budget, candidates=None):
+            try:
+                await asyncio.sleep(1.0)
+                state["finished"] = True
+            except asyncio.CancelledError:
+                state["cancelled"] = True
+                raise
+            return []
+
+    register_layer(Sleepy)
+    try:
+        with lar.open(corpus, state=tmp_path / "s") as eng:
+            async def go():
+                try:
+                    await asyncio.wait_for(eng.asearch("x", timebox=5, layers=["sleepy"]), 0.1)
+                except asyncio.TimeoutError:
+                    pass
+                await asyncio.sleep(0.05)
+
+            asyncio.run(go())
+        assert state == {"finished": False, "cancelled": True}
+    finally:
+        unregister_layer("sleepy")
