@@ -120,6 +120,7 @@ class Engine:
         self.scanner = Scanner(self.root, self.index, max_bytes=self.max_bytes, exclude=excludes)
         self.config = dict(config or {})
         self._changed: list[str] = []  # queue of paths for building layers (lazy build)
+        self.recent_fetches: list[str] = []  # hashes fetched, for build priority
         self._changed_lock = threading.Lock()
         self._last_scan: dict[str, Any] = {}
         self._last_scan_at = 0.0
@@ -132,11 +133,20 @@ class Engine:
         self.layers: dict[str, Any] = {}
         for name, factory in sorted(registered_layers().items()):
             self.layers[name] = factory(self.ctx)
+        from .scheduler import Builder
+
+        self.builder = Builder(self)
+        self.idle = threading.Event()  # set while no search runs (the background builder waits)
+        self.idle.set()
+        self._active = 0
+        self._active_lock = threading.Lock()
+        self.freshness = float(self.config.get("freshness", 0.0))
         if scan:
-            self.index_now()
+            self.index_now(initial=True)
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
+        self.builder.stop_background()
         self._bg.shutdown(wait=True)
         if self._loop is not None:
             self._loop.close()
@@ -153,10 +163,12 @@ class Engine:
         return f"<lar.Engine root={str(self.root)!r} layers={list(self.layers)}>"
 
     # -- change detection -------------------------------------------------------------------
-    def index_now(self) -> dict[str, Any]:
-        """Full scan: bring the file index in line with the folder. Returns the scan report."""
+    def index_now(self, initial: bool = False) -> dict[str, Any]:
+        """Full scan: bring the file index in line with the folder. Returns the scan report.
+        Changes found after the first scan are queued for building layers with high priority."""
         report = self.scanner.scan()
-        self._queue(report.changed_paths)
+        if not initial:
+            self._queue(report.changed_paths)
         self._last_scan = report.to_dict()
         self._last_scan_at = time.monotonic()
         return self._last_scan
@@ -258,10 +270,26 @@ class Engine:
             exclude = [x for x in exclude.split(",") if x]
         chosen, skipped = self._select(query, layers, exclude)
         view = self.scope_view(scope)
-        self._maybe_rescan()
-        out = await orchestrate(query, chosen, view, timebox=tb - (time.monotonic() - t_call), k=k,
-                                emphasis=emphasis, fusion=fusion, rrf_c=rrf_c, strict=strict,
-                                skipped=skipped)
+        building = [n for n, l in chosen if not getattr(l, "always_current", True)]
+        if not building:
+            self._maybe_rescan()
+        prepare = None
+        if building:
+            def prepare():
+                return self._prepare_building(building, inline_budget=0.25 * tb)
+        with self._active_lock:
+            self._active += 1
+            self.idle.clear()
+        try:
+            out = await orchestrate(query, chosen, view, timebox=tb - (time.monotonic() - t_call),
+                                    k=k, emphasis=emphasis, fusion=fusion, rrf_c=rrf_c,
+                                    strict=strict, skipped=skipped, prepare=prepare)
+        finally:
+            with self._active_lock:
+                self._active -= 1
+                if self._active == 0:
+                    self.idle.set()
+        self.builder.note_request(out.get("candidates", []))
         hits = [self._enrich(h, view.scope) for h in out["hits"]]
         hits = [h for h in hits if h is not None]
         if tokens is not None:
@@ -288,7 +316,7 @@ class Engine:
         from dataclasses import replace
 
         try:
-            data = self.reader.read(hit.hash)
+            data = self.reader.unit_text(hit.hash)
         except (HitNotFoundError, StaleSpanError):
             return None
         if hit.span.end > len(data):
@@ -302,8 +330,36 @@ class Engine:
         excerpt = hit.excerpt or make_excerpt(data, hit.span, subs)
         if len(excerpt) > EXCERPT_CHARS:
             excerpt = excerpt[: EXCERPT_CHARS - 1] + "…"
+        context = dict(hit.context)
+        context.update(self._context_for(hit.hash, hit.span, paths[0] if paths else None))
         return replace(hit, paths=paths, lines=line_range(data, hit.span.start, hit.span.end),
-                       excerpt=excerpt)
+                       excerpt=excerpt, context=context)
+
+    def _context_for(self, h: str, span: Span, path: str | None) -> dict[str, Any]:
+        """Match-time metadata: where the span sits in its source (page, cell, line of an
+        extracted format) and what layers that describe structure say (e.g. the enclosing
+        symbol). Layers opt in by defining ``context_for(hash, span, path) -> dict``."""
+        from .extract import DERIVED_KINDS, kind_for
+
+        out: dict[str, Any] = {}
+        if path and kind_for(path) in DERIVED_KINDS:
+            try:
+                loc = self.reader.document(h, path).locate(span.start, span.end)
+            except (HitNotFoundError, StaleSpanError):
+                loc = {}
+            if loc:
+                out["source"] = loc
+        for layer in self.layers.values():
+            fn = getattr(layer, "context_for", None)
+            if fn is None:
+                continue
+            try:
+                extra = fn(h, span, path)
+            except Exception:  # context is a courtesy; never fail a call on it
+                extra = None
+            if extra:
+                out.update(extra)
+        return out
 
     def _resolve_hash(self, prefix: str) -> str:
         try:
@@ -325,7 +381,7 @@ class Engine:
             self._detect(known_paths)  # stat check: did the file change since the hit?
         current_paths = self.index.paths_for_hash(h)
         try:
-            old = self.reader.read(h)
+            old = self.reader.unit_text(h)
         except StaleSpanError:
             old = None
         if old is not None and end > len(old):
@@ -339,8 +395,10 @@ class Engine:
         needle = old[start:end]
         for path in self.index.past_paths(h):
             try:
-                new_hash, data = self.reader.read_path(path)
-            except (HitNotFoundError, ScopeError):
+                new_hash, _ = self.reader.read_path(path)
+                self._detect([path])
+                data = self.reader.unit_text(new_hash, path)
+            except (HitNotFoundError, ScopeError, StaleSpanError):
                 continue
             positions = [m.start() for m in re.finditer(re.escape(needle), data)] if needle else []
             if positions:
@@ -358,7 +416,9 @@ class Engine:
     def _fetched(self, hit_id, path, h, data, start, end, context, **kw) -> Fetched:
         cs, ce = expand_to_lines(data, start, end, context)
         self._bg.submit(self._touch_fetch, h)
-        return Fetched(id=hit_id, path=path, hash=h, start=start, end=end,
+        self.recent_fetches.append(h)
+        src = self._context_for(h, Span(h, start, end), path)
+        return Fetched(id=hit_id, path=path, hash=h, start=start, end=end, source=src,
                        lines=line_range(data, start, end), text=decode_span(data, start, end),
                        context_lines=line_range(data, cs, ce), context_text=decode_span(data, cs, ce), **kw)
 
@@ -373,11 +433,17 @@ class Engine:
         """Every permitted unit in scope, with no relevance match (the independent enumerator)."""
         return [InventoryItem(u.path, u.hash, u.size, u.mtime_ns) for u in self.scope_view(scope).units()]
 
-    def read_bytes(self, path_or_hash: str, span: tuple[int, int] | None = None) -> bytes:
+    def read_bytes(self, path_or_hash: str, span: tuple[int, int] | None = None, *,
+                   raw: bool = False) -> bytes:
+        """The unit's text (extracted text for PDF, notebooks, HTML; ``raw=True`` for the file's
+        own bytes), or the byte ``span`` of it: the coordinates hits use."""
         if isinstance(path_or_hash, str) and _HEX.match(path_or_hash) and not (self.root / path_or_hash).exists():
-            data = self.reader.read(self._resolve_hash(path_or_hash))
+            h = self._resolve_hash(path_or_hash)
+            data = self.reader.read(h) if raw else self.reader.unit_text(h)
         else:
-            _, data = self.reader.read_path(path_or_hash)
+            h, data = self.reader.read_path(path_or_hash)
+            if not raw:
+                data = self.reader.unit_text(h, normalize_relpath(self.root, path_or_hash))
         if span is not None:
             s, e = span
             if not (0 <= s <= e <= len(data)):
@@ -389,13 +455,63 @@ class Engine:
         """Read any unit (by path inside the root, or by content hash), optionally a byte span."""
         return self.read_bytes(path_or_hash, span).decode("utf-8", errors="replace")
 
-    def build(self, timebox: Any = 30.0) -> dict[str, Any]:
-        """Give building layers up to ``timebox`` to catch up with the file index."""
-        from .build import run_build
+    def document(self, path_or_hash: str):
+        """The unit's ``lar.extract.Document``: its text plus structure and source map."""
+        if _HEX.match(path_or_hash) and not (self.root / path_or_hash).exists():
+            h = self._resolve_hash(path_or_hash)
+            return self.reader.document(h)
+        h, _ = self.reader.read_path(path_or_hash)
+        return self.reader.document(h, normalize_relpath(self.root, path_or_hash))
 
-        if self._loop is None:
-            self._loop = _LoopThread()
-        return self._loop.run(run_build(self, parse_duration(timebox)))
+    def build(self, timebox: Any = 30.0, layers: Sequence[str] | None = None,
+              scope: Any = None) -> dict[str, Any]:
+        """Give building layers up to ``timebox`` to catch up (priority: the last request's
+        candidates and fetched units, then the scope by usage, then the rest)."""
+        for n in layers or []:
+            if n not in self.layers:
+                raise UnknownLayerError(n, list(self.layers))
+        return self.builder.run(parse_duration(timebox), layers=layers, scope=scope)
+
+    def start_background_build(self) -> None:
+        """Build lazily in a background thread that yields to searches (``stop_...`` ends it)."""
+        self.builder.start_background()
+
+    def stop_background_build(self) -> None:
+        self.builder.stop_background()
+
+    async def _prepare_building(self, names: list[str], inline_budget: float) -> dict[str, Any]:
+        """Shared change detection for building layers: a stat pass over the folder, then the
+        units of changed files are indexed at once (within ``inline_budget`` seconds)."""
+        t0 = time.monotonic()
+        if time.monotonic() - self._last_scan_at >= self.freshness:
+            await asyncio.to_thread(self.index_now)
+        changed = self.pending_changes()
+        deadline = time.monotonic() + inline_budget
+        built = 0
+        for name in names:
+            layer = self.layers[name]
+            built += await asyncio.to_thread(self.builder.build_changed, layer, changed, deadline)
+        self._prune_changes()
+        return {"stat_pass_s": time.monotonic() - t0, "inline_built": built}
+
+    def _prune_changes(self) -> None:
+        """Drop queued paths that every building layer has caught up with."""
+        layers = [l for l in self.layers.values() if not getattr(l, "always_current", True)]
+        with self._changed_lock:
+            paths = list(dict.fromkeys(self._changed))
+        if not paths:
+            return
+        recs = self.index.get_many(paths)
+        built = [l.built() for l in layers]
+        keep = []
+        for p in paths:
+            r = recs.get(p)
+            if r is None or r.deleted:
+                continue
+            if any(r.hash not in b and l.accepts(Unit(p, r.hash, r.size)) for l, b in zip(layers, built)):
+                keep.append(p)
+        with self._changed_lock:
+            self._changed = keep
 
 
 def open(root: str | os.PathLike = ".", state: str | os.PathLike | None = None, **kw) -> Engine:  # noqa: A001

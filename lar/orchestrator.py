@@ -44,9 +44,12 @@ def pool_size(k: int, emphasis: str) -> int:
     return max(MIN_POOL, k * EMPHASIS_POOL[emphasis])
 
 
-async def _run_layer(name, layer, query, scope, budget: Budget, role, candidates=None) -> _Outcome:
+async def _run_layer(name, layer, query, scope, budget: Budget, role, candidates=None,
+                     ready=None) -> _Outcome:
     t0 = time.monotonic()
     try:
+        if ready is not None:  # building layers wait for the shared change detection
+            await asyncio.shield(ready)
         hits = await layer.search(query, scope, budget, candidates)
         hits = list(hits or [])
         for h in hits:
@@ -108,6 +111,7 @@ async def orchestrate(
     rrf_c: float,
     strict: bool,
     skipped: Sequence[LayerRun] = (),
+    prepare=None,
 ) -> dict[str, Any]:
     t0 = time.monotonic()
     deadline = t0 + timebox
@@ -140,8 +144,14 @@ async def orchestrate(
     def budget() -> Budget:
         return Budget(deadline - LAYER_MARGIN, pool=pool)
 
+    ready = asyncio.ensure_future(prepare()) if prepare is not None else None
+
+    def needs(layer):
+        return ready if ready is not None and not getattr(layer, "always_current", True) else None
+
     outcomes = await _run_phase(
-        [_run_layer(n, l, per_query[n], scope, budget(), "generate") for n, l in gen], deadline)
+        [_run_layer(n, l, per_query[n], scope, budget(), "generate", ready=needs(l)) for n, l in gen],
+        deadline)
     per_layer: dict[str, list[Hit]] = {}
     for o in outcomes:
         runs[o.name] = o.run
@@ -164,7 +174,8 @@ async def orchestrate(
                 runs[n] = LayerRun(n, RunState.SKIPPED, "no time left in the timebox for refinement",
                                    role="refine", query=per_query[n])
             else:
-                jobs.append(_run_layer(n, l, per_query[n], scope, budget(), "refine", candidates))
+                jobs.append(_run_layer(n, l, per_query[n], scope, budget(), "refine", candidates,
+                                       ready=needs(l)))
         for o in await _run_phase(jobs, deadline):
             runs[o.name] = o.run
             if o.hits:
@@ -183,8 +194,16 @@ async def orchestrate(
     hits = [merged_hit(by_key[it.key], dict(it.ranks)) for it in fused]
     order = [n for n, _ in layers]
     ordered_runs = [runs[n] for n in order if n in runs] + [r for n, r in runs.items() if n not in order]
+    prep = None
+    if ready is not None:
+        if ready.done() and not ready.cancelled() and ready.exception() is None:
+            prep = ready.result()
+        elif not ready.done():
+            ready.cancel()
     return {
         "hits": hits,
+        "candidates": [g.span.hash for g in groups],
+        "prepare": prep,
         "runs": ordered_runs,
         "first_result": min(first_result) if first_result else None,
         "pool": {n: len(h) for n, h in per_layer.items()},

@@ -189,6 +189,7 @@ class Fetched:
     changed: bool = False
     current_id: str | None = None
     note: str = ""
+    source: dict[str, Any] = field(default_factory=dict)  # e.g. {"page": 3} or {"symbol": ...}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -204,6 +205,7 @@ class Fetched:
             "changed": self.changed,
             "current_id": self.current_id,
             "note": self.note,
+            "source": self.source,
         }
 
     def __str__(self) -> str:

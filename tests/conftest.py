@@ -31,6 +31,16 @@ Reciprocal rank fusion adds 1/(c + rank) over the lists in which a candidate app
 Route-unique allocation keeps the best candidate that only one route found.
 """
 
+LATEX = r"""\section{Timebox analysis}
+The anytime deadline $t \le T$ bounds the call.
+\begin{equation}
+  s(q, d) = \sum_{i} \max_{j} \frac{q_i}{d_j}
+\end{equation}
+\begin{theorem}
+Every timebox returns.
+\end{theorem}
+"""
+
 UNICODE = "Grüße aus Köln: naïve café résumé, 東京 and Ωmega.\nsecond line with Straße\n"
 
 
@@ -40,6 +50,7 @@ def make_corpus(root: Path) -> Path:
     (root / "build").mkdir()
     (root / "src" / "timebox.py").write_text(CODE)
     (root / "docs" / "fusion.md").write_text(PROSE)
+    (root / "docs" / "paper.tex").write_text(LATEX)
     (root / "docs" / "unicode.txt").write_text(UNICODE, encoding="utf-8")
     # broken UTF-8: a Latin-1 byte in the middle of ASCII text, then a matchable word
     (root / "docs" / "latin1.txt").write_bytes(b"caf\xe9 au lait\nbroken_utf8_marker here\n")

@@ -16,10 +16,14 @@ _CACHE_BYTES = 64 * 1024 * 1024
 
 
 class UnitReader:
-    def __init__(self, root: Path, index: FileIndex, store: ContentStore):
+    def __init__(self, root: Path, index: FileIndex, store: ContentStore,
+                 extract_dir: Path | None = None):
+        from ..extract import ExtractionCache
+
         self.root = Path(root).resolve()
         self.index = index
         self.store = store
+        self.extractions = ExtractionCache(extract_dir or (store.dir.parent / "extract"))
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._cache_bytes = 0
         self._lock = threading.Lock()
@@ -96,7 +100,38 @@ class UnitReader:
         self.store.put(data, h)
 
     def text(self, h: str) -> str:
-        return self.read(h).decode("utf-8", errors="replace")
+        return self.unit_text(h).decode("utf-8", errors="replace")
+
+    def path_of(self, h: str) -> str | None:
+        paths = self.index.paths_for_hash(h) or self.index.past_paths(h)
+        return paths[0] if paths else None
+
+    def document(self, h: str, path: str | None = None):
+        """The unit as a ``lar.extract.Document``: the text spans refer to, plus structure.
+        Plain text units are their own text; PDFs, notebooks and HTML are extracted (cached)."""
+        from ..extract import kind_for, plain
+
+        path = path or self.path_of(h) or ""
+        data = self.read(h)
+        if kind_for(path) == "text":
+            return plain(data)
+
+        def resolve(rel: str) -> bytes | None:
+            try:
+                return self.read_path(rel)[1]
+            except Exception:
+                return None
+
+        return self.extractions.get(h, path, data, resolve)
+
+    def unit_text(self, h: str, path: str | None = None) -> bytes:
+        """The bytes that spans of unit ``h`` index into (extracted text for derived formats)."""
+        from ..extract import DERIVED_KINDS, kind_for
+
+        path = path or self.path_of(h) or ""
+        if kind_for(path) not in DERIVED_KINDS:
+            return self.read(h)
+        return self.document(h, path).text
 
 
 def line_range(data: bytes, start: int, end: int) -> tuple[int, int]:

@@ -16,6 +16,7 @@ from typing import Iterable
 
 from ..errors import LarError
 from ..rg import BASE_FLAGS, ignore_flags, rg_path
+from ..extract import BINARY_EXTRACTABLE
 from .cas import content_hash
 from .fileindex import FileIndex
 
@@ -105,7 +106,7 @@ class Scanner:
             return "skip", f"unreadable: {exc.strerror or exc}"
         if len(data) > self.max_bytes:
             return "skip", f"too large (> limit {self.max_bytes} bytes)"
-        if is_binary(data):
+        if is_binary(data) and os.path.splitext(rel)[1].lower() not in BINARY_EXTRACTABLE:
             return "skip", "binary (NUL byte in the first 8 KiB)"
         return "file", (content_hash(data), len(data), st)
 

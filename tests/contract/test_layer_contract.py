@@ -19,10 +19,22 @@ def _candidates(eng, view):
     return [Candidate(Span(u.hash, 0, u.size), u.path) for u in view.units()]
 
 
-def _search(eng, name, text, scope=None, seconds=2.0):
+def _built(eng, name):
+    """Building layers are built first (the contract is about searching a built layer)."""
+    if not getattr(eng.layers[name], "always_current", True):
+        eng.build(timebox=60, layers=[name])
+
+
+def _search(eng, name, text, scope=None, seconds=2.0, build=True):
+    if build:
+        _built(eng, name)
     layer = eng.layers[name]
     view = eng.scope_view(scope)
-    q = layer.default_query(text) if hasattr(layer, "default_query") else text
+    special = getattr(layer, "contract_queries", {})
+    if text in special:  # layers whose query form is not free text say what to ask instead
+        q = special[text]
+    else:
+        q = layer.default_query(text) if hasattr(layer, "default_query") else text
     cands = _candidates(eng, view) if "generate" not in layer.roles else None
     budget = Budget.seconds(seconds, pool=50)
     t0 = time.monotonic()
@@ -43,6 +55,24 @@ def _check_hits(eng, name, hits):
             assert 0 <= s <= e <= len(data)
         ranks.append(h.evidence[name].rank)
     assert ranks == list(range(1, len(ranks) + 1))
+
+
+def _query(eng, name, text):
+    """The query each layer reads from plain text, or its own contract query if it has one."""
+    layer = eng.layers[name]
+    return getattr(layer, "contract_queries", {}).get(text, text)
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_building_layers_report_coverage_before_and_after(engine, name):
+    layer = engine.layers[name]
+    if getattr(layer, "always_current", True):
+        assert layer.status(engine.scope_view()).coverage == 1.0
+        return
+    before = layer.status(engine.scope_view()).coverage
+    engine.build(timebox=60, layers=[name])
+    after = layer.status(engine.scope_view())
+    assert before < 1.0 and after.coverage == 1.0 and after.built_units == after.units
 
 
 @pytest.mark.parametrize("name", LAYERS)

@@ -1,0 +1,1 @@
+"""Placeholder: the latex extractor is being written."""

@@ -1,0 +1,1 @@
+"""Placeholder: the markup extractor is being written."""

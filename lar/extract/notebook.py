@@ -1,0 +1,1 @@
+"""Placeholder: the notebook extractor is being written."""

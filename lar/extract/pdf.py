@@ -1,0 +1,1 @@
+"""Placeholder: the pdf extractor is being written."""
