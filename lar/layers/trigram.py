@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
-import sre_parse
 import threading
 from typing import Any
 
@@ -35,6 +34,10 @@ def parse_query(query: Any) -> tuple[str, str]:
 
 def required_literals(pattern: str) -> list[str]:
     """Literal runs every match of ``pattern`` must contain (top-level concatenation only)."""
+    try:
+        from re import _parser as sre_parse  # the stdlib's own regex parser (3.11+)
+    except ImportError:  # pragma: no cover
+        import sre_parse  # type: ignore[no-redef]
     try:
         parsed = sre_parse.parse(pattern)
     except re.error:
