@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -U pip
 	# the CPU torch build on disk first: anything else would pull a multi-GB CUDA build
 	$(BIN)/python -m pip install -q -c constraints.txt torch==2.13.0
-	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev,notebook,eval]"
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev,notebook,eval,bench]"
 	touch $(STAMP)
 
 install: $(STAMP)
