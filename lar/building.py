@@ -80,6 +80,10 @@ class Manifest:
             return None
         return {"version": row[0], "state": row[1], "reason": row[2], "info": json.loads(row[3])}
 
+    def has_any(self, version: str) -> bool:
+        return self._conn().execute(
+            "SELECT 1 FROM units WHERE version=? LIMIT 1", (version,)).fetchone() is not None
+
     def all_hashes(self) -> set[str]:
         return {r[0] for r in self._conn().execute("SELECT hash FROM units")}
 
@@ -121,6 +125,10 @@ class BuildingLayer(BaseLayer):
     def built(self) -> dict[str, str]:
         """{hash: 'ok' | 'skipped' | 'failed'} for units built with the current version."""
         return self.manifest.states(self.build_version)
+
+    def has_built(self) -> bool:
+        """Cheap: has anything been built with the current version?"""
+        return self.manifest.has_any(self.build_version)
 
     def pending(self, units: Sequence[Unit]) -> list[Unit]:
         done = self.built()

@@ -270,7 +270,9 @@ class Engine:
             exclude = [x for x in exclude.split(",") if x]
         chosen, skipped = self._select(query, layers, exclude)
         view = self.scope_view(scope)
-        building = [n for n, l in chosen if not getattr(l, "always_current", True)]
+        # shared change detection is needed only by building layers that have built something
+        building = [n for n, l in chosen if not getattr(l, "always_current", True)
+                    and getattr(l, "has_built", lambda: True)()]
         if not building:
             self._maybe_rescan()
         prepare = None
