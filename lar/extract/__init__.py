@@ -106,9 +106,14 @@ def register_extractor(kind: str, version: str, fn: Callable[..., Document]) -> 
     _EXTRACTORS[kind] = (version, fn)
 
 
+_BUILTINS_LOADED = False
+
+
 def _load_builtin() -> None:
-    if _EXTRACTORS:
+    global _BUILTINS_LOADED
+    if _BUILTINS_LOADED:
         return
+    _BUILTINS_LOADED = True
     from . import latex, markup, notebook, pdf  # noqa: F401  (each registers itself)
 
 
@@ -134,6 +139,13 @@ def extract(path: str, data: bytes, resolve: Callable[[str], bytes | None] | Non
         return Document(kind=kind, text=data, notes=(f"structure not extracted: {exc}",))
 
 
+def _dep_hash(resolve, rel: str) -> str | None:
+    from ..store.cas import content_hash
+
+    out = resolve(rel) if resolve else None
+    return content_hash(out) if out is not None else None
+
+
 class ExtractionCache:
     """Documents cached under ``<state>/extract/<hash[:2]>/<hash>.<kind>.<version>.json``."""
 
@@ -144,18 +156,35 @@ class ExtractionCache:
         return self.dir / h[:2] / f"{h}.{kind}.{extractor_version(kind)}.json"
 
     def get(self, h: str, path: str, data: bytes, resolve=None) -> Document:
+        """The cached Document, re-extracted when a file it read through ``resolve`` (a LaTeX
+        ``\\input``) changed, appeared or vanished since."""
+        from ..store.cas import content_hash
+
         kind = kind_for(path)
         if kind == "text":
             return plain(data)
         p = self._path(h, kind)
         try:
-            return Document.from_json(p.read_bytes())
+            raw = json.loads(p.read_bytes())
+            deps = raw.pop("deps", [])
+            if all(_dep_hash(resolve, dp) == dh for dp, dh in deps):
+                return Document.from_json(json.dumps(raw).encode("utf-8", errors="surrogateescape"))
         except FileNotFoundError:
             pass
         except (ValueError, KeyError, TypeError):  # corrupt cache entry: drop and redo
             p.unlink(missing_ok=True)
-        doc = extract(path, data, resolve)
-        atomic_write(p, doc.to_json(), durable=False)
+        seen: dict[str, str | None] = {}
+
+        def recording(rel: str) -> bytes | None:
+            out = resolve(rel) if resolve else None
+            seen[rel] = content_hash(out) if out is not None else None
+            return out
+
+        doc = extract(path, data, recording)
+        payload = json.loads(doc.to_json().decode("utf-8", errors="surrogateescape"))
+        payload["deps"] = sorted(seen.items())
+        atomic_write(p, json.dumps(payload, ensure_ascii=False).encode("utf-8", errors="surrogateescape"),
+                     durable=False)
         return doc
 
 
