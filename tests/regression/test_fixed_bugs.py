@@ -118,11 +118,13 @@ def test_chunking_many_atomic_blocks_splits_none():
     from lar.chunking import chunk, split_atomic_count
     from lar.extract import Block, Document
 
-    text, blocks = b"", []
+    parts, blocks, pos = [], [], 0
     for i in range(40000):
-        s = len(text)
-        text += b"text $x_%d$ more\n" % i
-        blocks.append(Block(s + 5, s + 5 + len(b"$x_%d$" % i), "formula", atomic=True))
+        line = b"text $x_%d$ more\n" % i
+        blocks.append(Block(pos + 5, pos + 5 + len(b"$x_%d$" % i), "formula", atomic=True))
+        parts.append(line)
+        pos += len(line)
+    text = b"".join(parts)
     doc = Document("latex", text, blocks=tuple(blocks))
     chunks = chunk(doc)
     assert split_atomic_count(doc, chunks) == 0
