@@ -117,7 +117,13 @@ class BuildingLayer(BaseLayer):
     # -- versions, coverage, status ---------------------------------------------------------
     @property
     def build_version(self) -> str:
-        return f"{self.version}+c{self.chunker_version}"
+        """Layer version + chunker version + extractor versions: any change rebuilds lazily."""
+        import hashlib
+
+        from .extract import versions_fingerprint
+
+        x = hashlib.blake2b(versions_fingerprint().encode(), digest_size=3).hexdigest()
+        return f"{self.version}+c{self.chunker_version}+x{x}"
 
     def applicable(self, scope: ScopeView) -> list[Unit]:
         return [u for u in scope.units() if self.accepts(u)]

@@ -113,8 +113,15 @@ def _load_builtin() -> None:
     global _BUILTINS_LOADED
     if _BUILTINS_LOADED:
         return
-    _BUILTINS_LOADED = True
     from . import latex, markup, notebook, pdf  # noqa: F401  (each registers itself)
+    _BUILTINS_LOADED = True
+
+
+def versions_fingerprint() -> str:
+    """All extractor versions in one short string: part of every building layer's version, so
+    a changed extractor rebuilds the units whose text it produces."""
+    _load_builtin()
+    return ",".join(f"{k}{v[0]}" for k, v in sorted(_EXTRACTORS.items()))
 
 
 def extractor_version(kind: str) -> str:
