@@ -108,6 +108,10 @@ class BuildingLayer(BaseLayer):
         """Whether this layer indexes ``unit`` at all (by extension, size, ...)."""
         return True
 
+    def skip_reason(self, unit: Unit) -> str | None:
+        """A reason to skip ``unit`` without reading it (e.g. no grammar for its extension)."""
+        return None
+
     def index_unit(self, unit: Unit, doc) -> dict[str, Any] | None:  # pragma: no cover
         raise NotImplementedError
 
@@ -161,10 +165,18 @@ class BuildingLayer(BaseLayer):
         units = {u.hash for u in self.applicable(scope)}
         done = self.built()
         built = sum(1 for h in units if h in done)
-        skipped = [r for r in self.manifest.skipped(self.build_version) if r[0] in units]
-        notes = ""
-        if skipped:
-            notes = f"{len(skipped)} units skipped or failed, e.g. {skipped[0][0][:12]}: {skipped[0][2]}"
+        notes = []
+        bad = [r for r in self.manifest.skipped(self.build_version) if r[0] in units]
+        for state in ("failed", "skipped"):
+            rows = [r for r in bad if r[1] == state]
+            if rows:
+                reasons: dict[str, int] = {}
+                for r in rows:
+                    reasons[r[2]] = reasons.get(r[2], 0) + 1
+                top = ", ".join(f"{why} ({n})" for why, n in
+                                sorted(reasons.items(), key=lambda t: -t[1])[:3])
+                notes.append(f"{len(rows)} units {state}: {top}")
+        notes = "; ".join(notes)
         return LayerStatus(
             name=self.name, version=self.build_version, roles=self.roles, origin=self.origin,
             granularity=self.granularity, coverage=(built / len(units)) if units else 1.0,
@@ -176,6 +188,9 @@ class BuildingLayer(BaseLayer):
         """Index one unit now (idempotent per hash). Returns the manifest state."""
         with self._build_lock:
             try:
+                why = self.skip_reason(unit)
+                if why:
+                    raise SkipUnit(why)
                 doc = self.ctx.reader.document(unit.hash, unit.path)
                 if doc.skipped:
                     raise SkipUnit(doc.skipped)

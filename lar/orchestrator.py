@@ -126,6 +126,10 @@ async def orchestrate(
             q = query[name]
         else:
             q = layer.default_query(query) if hasattr(layer, "default_query") else query
+            if q is None:  # e.g. a structural layer: free text is not an ast-grep pattern
+                runs[name] = LayerRun(name, RunState.SKIPPED, "plain text is not this layer's query "
+                                      "form; use the mapping form {layer: query}", role=_role(layer))
+                continue
         per_query[name] = q
         try:
             applies = layer.applies(scope)

@@ -12,7 +12,8 @@ from lar.store import content_hash
 from lar.types import LayerStatus, Span
 
 LAYERS = sorted(registered_layers())
-GRACE = 0.15  # seconds a layer may overrun its budget (process start-up, thread hand-off)
+GRACE = 0.5  # seconds a layer may overrun its budget (process start-up, thread hand-off, a
+# loaded 2-core CI machine); the point is that it stops, not how fast: speed is in benchmarks/
 
 
 def _candidates(eng, view):

@@ -104,7 +104,8 @@ def test_skips_and_failures_are_per_unit_and_visible_in_status(corpus, tmp_path)
             assert (rep["ok"], rep["skipped"], rep["failed"]) == (1, 1, 1)  # .py twins share a hash
             st = eng.status().layer("picky")
             assert st.units == 3 and st.coverage == 1.0
-            assert "skipped or failed" in st.notes
+            assert "1 units failed: RuntimeError: simulated crash (1)" in st.notes
+            assert "1 units skipped: refuses unicode test files (1)" in st.notes
             entry = eng.layers["picky"].manifest.entry(eng.index.get("docs/latin1.txt").hash)
             assert entry["state"] == "failed" and "simulated crash" in entry["reason"]
     finally:
