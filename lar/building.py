@@ -36,6 +36,8 @@ class Manifest:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._gen = 0  # bumped on every local write; with PRAGMA data_version it keys a cache
+        self._states_cache: tuple | None = None
         try:
             conn = self._conn()
             conn.execute("PRAGMA journal_mode=WAL")
@@ -58,6 +60,7 @@ class Manifest:
 
     def mark(self, h: str, version: str, state: str, reason: str = "", info: dict | None = None) -> None:
         with self._lock:
+            self._gen += 1
             self._conn().execute(
                 "INSERT INTO units(hash, version, state, reason, info, at) VALUES (?,?,?,?,?,?) "
                 "ON CONFLICT(hash) DO UPDATE SET version=excluded.version, state=excluded.state, "
@@ -66,12 +69,21 @@ class Manifest:
 
     def forget(self, hashes: Iterable[str]) -> None:
         with self._lock:
+            self._gen += 1
             self._conn().executemany("DELETE FROM units WHERE hash=?", [(h,) for h in hashes])
 
     def states(self, version: str) -> dict[str, str]:
-        """{hash: state} of the units built with ``version``."""
-        rows = self._conn().execute("SELECT hash, state FROM units WHERE version=?", (version,))
-        return dict(rows.fetchall())
+        """{hash: state} of the units built with ``version`` (cached until the manifest changes,
+        here or in another process). Treat the result as read-only."""
+        conn = self._conn()
+        key = (version, self._gen, conn.execute("PRAGMA data_version").fetchone()[0], id(conn))
+        cached = self._states_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        rows = conn.execute("SELECT hash, state FROM units WHERE version=?", (version,))
+        out = dict(rows.fetchall())
+        self._states_cache = (key, out)
+        return out
 
     def entry(self, h: str) -> dict[str, Any] | None:
         row = self._conn().execute(

@@ -27,6 +27,14 @@ QUERIES: list[tuple[str, Any, dict[str, Any]]] = [
      {"grep": {"regex": r"\\(sub)*section\*?\{[^}]*[Dd]ata"}}, {}),
     ("a names glob: every LaTeX file", {"names": {"glob": "**/*.tex"}}, {}),
     ("free text scoped to papers/**", "neural networks", {"scope": "papers/**"}),
+    ("BM25 alone over chunks (code-aware tokens: camelCase finds snake_case)",
+     {"bm25": "parseDuration timebox seconds"}, {}),
+    ("a symbol: where is Engine.search defined", {"symbols": "Engine.search"}, {}),
+    ("who calls parse_duration", {"symbols": {"callers": "parse_duration"}}, {}),
+    ("a formula: \\frac{a}{b} finds fractions whatever their variable names",
+     {"formula": "\\frac{a}{b}"}, {"scope": "papers/**"}),
+    ("an ast-grep pattern: every call of open() with arguments",
+     {"structural": "open($$$ARGS)"}, {}),
 ]
 K = 10
 FETCH_CONTEXT = 2
@@ -100,7 +108,8 @@ def _print_result(n: int, title: str, query: Any, extra: dict[str, Any], res) ->
               f"{r.elapsed * 1000:7.1f} ms  coverage {cov}{why}")
 
 
-def run_demo(timebox: float = 0.5, as_json: bool = False, workdir: str | os.PathLike | None = None) -> int:
+def run_demo(timebox: float = 0.5, as_json: bool = False, workdir: str | os.PathLike | None = None,
+             build_timebox: float = 300.0) -> int:
     """Assemble the corpus, search it with the scripted queries, fetch one hit. Returns 0 on success."""
     base = Path(workdir) if workdir is not None else default_workdir()
     cache = base / ".lar-demo"
@@ -109,11 +118,15 @@ def run_demo(timebox: float = 0.5, as_json: bool = False, workdir: str | os.Path
     synced = assemble(corpus)
     out: dict[str, Any] = {"schema": 1, "corpus": str(corpus), "synced": synced, "timebox": timebox}
     with lar.open(corpus, state=cache / "state") as eng:
+        built = eng.build(timebox=build_timebox)  # lazy layers catch up (a no-op on a second run)
+        out["build"] = built
         status = eng.status()
         out["status"] = status.to_dict()
         if not as_json:
             print(f"lar demo: corpus {corpus} ({synced['files']} files, {synced['written']} "
-                  f"written, {synced['removed']} removed)\n")
+                  f"written, {synced['removed']} removed)")
+            layers = ", ".join(f"{n} {v.get('ok', 0)} units" for n, v in built["layers"].items())
+            print(f"built in {built['elapsed']:.1f} s: {layers}\n")
             print(status)
         results = []
         for n, (title, query, extra) in enumerate(QUERIES, 1):

@@ -121,6 +121,7 @@ class Engine:
         self.config = dict(config or {})
         self._changed: list[str] = []  # queue of paths for building layers (lazy build)
         self.recent_fetches: list[str] = []  # hashes fetched, for build priority
+        self._units_cache: tuple[int, list[Unit]] | None = None
         self._changed_lock = threading.Lock()
         self._last_scan: dict[str, Any] = {}
         self._last_scan_at = 0.0
@@ -196,7 +197,14 @@ class Engine:
 
     # -- scope and layers -------------------------------------------------------------------
     def _units(self) -> list[Unit]:
-        return [Unit(r.path, r.hash, r.size, r.mtime_ns) for r in self.index.live()]
+        """Live units, cached until the file index changes (its sequence number moves)."""
+        seq = self.index.max_seq()
+        cached = self._units_cache
+        if cached is not None and cached[0] == seq:
+            return cached[1]
+        units = [Unit(r.path, r.hash, r.size, r.mtime_ns) for r in self.index.live()]
+        self._units_cache = (seq, units)
+        return units
 
     def scope_view(self, scope: Any = None) -> ScopeView:
         return ScopeView(Scope.parse(scope), self._units, self.root)

@@ -238,7 +238,15 @@ class FormulaLayer(BuildingLayer):
             return [(f.start, f.end, f.label, " ".join(f.norm.tokens))
                     for f in self._cache.get(h, [])]
 
+    def default_query(self, query: str) -> Any:
+        """Plain text reaches this layer only when it looks like math (a backslash command,
+        ^, _, =, braces or $); prose is not a formula query, and the report says so."""
+        return query if any(c in query for c in "\\^_={}$") else None
+
     async def search(self, query, scope: ScopeView, budget: Budget, candidates=None) -> list[Hit]:
+        if query is None:  # plain prose (see default_query): nothing to look for
+            budget.set_coverage(self.coverage(scope))
+            return []
         text, min_score = parse_query(query)
         q = query_features(text)
         return await asyncio.to_thread(self._search, text, q, min_score, scope, budget)

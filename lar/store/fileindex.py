@@ -84,6 +84,8 @@ class FileIndex:
         self._write_mutex = threading.RLock()
         self._write_depth = 0
         self._lock_fh = None
+        self.migrated_from: str | None = None
+        self._set_aside_older_schema()
         try:
             conn = self._conn()
             found = self._schema(conn)
@@ -103,11 +105,37 @@ class FileIndex:
                 f"the file index {self.db_path} is unreadable ({exc}); "
                 f"delete the state folder {self.state_dir} and run `lar index` again"
             ) from None
-        if found != SCHEMA_VERSION:
+        if found != SCHEMA_VERSION:  # newer than this lar: never touch it
             raise CorruptStateError(
-                f"the file index {self.db_path} has schema {found!r}, this lar "
-                f"needs {SCHEMA_VERSION!r}; delete {self.state_dir} and re-index"
+                f"the file index {self.db_path} has schema {found!r}, written by a newer lar; "
+                f"this lar needs {SCHEMA_VERSION!r}: upgrade lar or open with another state dir"
             )
+
+    def _set_aside_older_schema(self) -> None:
+        """An index written by an older lar is derived data: keep it as a backup beside the new
+        one (``index.sqlite.schema-N.bak``) and start afresh; the next scan re-indexes."""
+        if not self.db_path.exists():
+            return
+        try:
+            conn = sqlite3.connect(self.db_path, timeout=self.lock_timeout)
+            try:
+                found = self._schema(conn)
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError:
+            return  # unreadable: reported below with what to do
+        if found is None or found == SCHEMA_VERSION or not found.isdigit() \
+                or int(found) > int(SCHEMA_VERSION):
+            return
+        with self.writing():
+            backup = self.db_path.with_name(f"index.sqlite.schema-{found}.bak")
+            for suffix in ("-wal", "-shm"):
+                side = self.db_path.with_name(self.db_path.name + suffix)
+                if side.exists():
+                    side.unlink()
+            os.replace(self.db_path, backup)
+        self.close()
+        self.migrated_from = found
 
     @staticmethod
     def _schema(conn: sqlite3.Connection) -> str | None:

@@ -130,3 +130,20 @@ def test_chunking_many_atomic_blocks_splits_none():
     assert split_atomic_count(doc, chunks) == 0
     assert chunks[0][0] == 0 and chunks[-1][1] == len(text)
     assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))  # contiguous
+
+
+def test_index_from_an_older_schema_is_set_aside_and_rebuilt(tmp_path):
+    # opening a state dir written by an older lar failed; it is derived data, so rebuild it
+    import sqlite3
+
+    db = tmp_path / "index.sqlite"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO meta VALUES ('schema', '1'), ('seq', '7')")
+    conn.commit()
+    conn.close()
+    idx = FileIndex(tmp_path)
+    assert idx.migrated_from == "1" and idx.max_seq() == 0
+    assert (tmp_path / "index.sqlite.schema-1.bak").exists()
+    idx.upsert("a", "ab" * 16, 1, 1)
+    assert FileIndex(tmp_path).get("a").hash == "ab" * 16
