@@ -1,0 +1,261 @@
+"""``bm25``: word-level BM25 over chunks, with lar's own tokenizers, built lazily per unit.
+
+Each unit is chunked (``lar.lexical.chunks.chunk_spans``: the shared chunker for prose and
+LaTeX, top-level blocks for code) and every chunk is tokenised by the tokenizer its path calls
+for (``lar.lexical.tokenize``; the setting is ``config["bm25_tokenizer"]``, default
+``"auto-v1"``). The spans and term lists are stored per content hash (``index_unit``: the
+expensive part); searchable bm25s segments are built from them (``lar.lexical.index``: one
+main segment, small deltas, tombstones by filtering, merges). A hit is one chunk: its span is
+the chunk's byte range and its sub-spans are the query's words found in it.
+
+Config keys (``lar.open(..., config={...})``): ``bm25_tokenizer`` ("auto-v1", "code-v1",
+"prose-v1", "plain-v1"), ``bm25_stem`` (True), ``bm25_k1`` (1.5), ``bm25_b`` (0.75),
+``bm25_method`` ("lucene"), ``bm25_chunk_bytes`` (prose/LaTeX chunk target), ``bm25_code_chunk_bytes``,
+``bm25_idf`` ("segment": each segment's own IDF; "global": IDF over all segments),
+``bm25_max_deltas`` (3), ``bm25_delta_fraction`` (0.1), ``bm25_dead_fraction`` (0.2) and
+``bm25_sync_units`` (units a search indexes itself before leaving the rest to a thread).
+"""
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from dataclasses import replace
+from typing import Any, Sequence
+
+from ..building import BuildingLayer, SkipUnit
+from ..chunking import CHUNKER_VERSION
+from ..errors import ConfigError, QueryError
+from ..layer import Budget, Candidate, LayerContext, ScopeView, Unit
+from ..lexical.chunks import CODE_CHUNKER_VERSION, Highlighter, UnitStore, chunk_spans
+from ..lexical.index import SegmentedIndex
+from ..lexical.segments import SegmentParams
+from ..lexical.tokenize import Tokenizer
+from ..types import Hit, LayerStatus, Span
+
+DEFAULTS: dict[str, Any] = {
+    "bm25_tokenizer": "auto-v1", "bm25_stem": True, "bm25_k1": 1.5, "bm25_b": 0.75,
+    "bm25_method": "lucene", "bm25_chunk_bytes": 1200, "bm25_code_chunk_bytes": 1200,
+    "bm25_idf": "segment", "bm25_max_deltas": 3, "bm25_delta_fraction": 0.1,
+    "bm25_dead_fraction": 0.2, "bm25_sync_units": 2000,
+}
+SUBSPAN_HITS = 100  # hits past this rank carry no sub-spans (marking costs ~0.05 ms a chunk)
+METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+
+
+def parse_query(query: Any) -> str:
+    """A bm25 query is non-empty free text."""
+    if isinstance(query, str) and query.strip():
+        return query
+    raise QueryError("bm25", f"give free text (words, identifiers, LaTeX macros); got {query!r}")
+
+
+def _number(cfg: dict[str, Any], key: str, kind: type, low: float, high: float) -> Any:
+    val = cfg.get(key, DEFAULTS[key])
+    if isinstance(val, bool) or not isinstance(val, (int, float)) or not low <= val <= high:
+        raise ConfigError(f"config {key!r} must be a number in [{low}, {high}], got {val!r}")
+    return kind(val)
+
+
+def read_settings(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The layer's settings from the engine config, checked (``ConfigError`` when invalid)."""
+    s = {
+        "tokenizer": cfg.get("bm25_tokenizer", DEFAULTS["bm25_tokenizer"]),
+        "stem": cfg.get("bm25_stem", DEFAULTS["bm25_stem"]),
+        "k1": _number(cfg, "bm25_k1", float, 0.0, 100.0),
+        "b": _number(cfg, "bm25_b", float, 0.0, 1.0),
+        "method": cfg.get("bm25_method", DEFAULTS["bm25_method"]),
+        "chunk": _number(cfg, "bm25_chunk_bytes", int, 64, 1 << 24),
+        "code_chunk": _number(cfg, "bm25_code_chunk_bytes", int, 64, 1 << 24),
+        "idf": cfg.get("bm25_idf", DEFAULTS["bm25_idf"]),
+        "max_deltas": _number(cfg, "bm25_max_deltas", int, 0, 1 << 20),
+        "delta_fraction": _number(cfg, "bm25_delta_fraction", float, 0.0, 1e9),
+        "dead_fraction": _number(cfg, "bm25_dead_fraction", float, 0.0, 1e9),
+        "sync_units": _number(cfg, "bm25_sync_units", int, 0, 1 << 30),
+    }
+    if not isinstance(s["stem"], bool):
+        raise ConfigError(f"config 'bm25_stem' must be True or False, got {s['stem']!r}")
+    if s["method"] not in METHODS:
+        raise ConfigError(f"config 'bm25_method' must be one of {', '.join(METHODS)}, got {s['method']!r}")
+    if s["idf"] not in ("segment", "global"):
+        raise ConfigError(f"config 'bm25_idf' must be 'segment' or 'global', got {s['idf']!r}")
+    return s
+
+
+class BM25Layer(BuildingLayer):
+    name = "bm25"
+    version = "1"
+    roles = frozenset({"generate"})
+    origin = "text"
+    granularity = "chunk"
+    query_format = ("free text; identifiers are split (camelCase, snake_case, kebab-case, digits) "
+                    "and kept whole; LaTeX macros match by name (\\frac -> frac); English stemming")
+    cost = "built lazily: tokenise + chunk per unit, bm25s segments; query ~1-10 ms"
+    cost_rank = 30
+    chunker_version = f"{CHUNKER_VERSION}.{CODE_CHUNKER_VERSION}"
+
+    def __init__(self, ctx: LayerContext):
+        self.settings = read_settings(dict(ctx.config or {}))
+        self.tokenizer = Tokenizer(self.settings["tokenizer"], self.settings["stem"])
+        super().__init__(ctx)
+        self.units = UnitStore(self.dir / "units.sqlite")
+        s = self.settings
+        params = SegmentParams(self.build_version, s["k1"], s["b"], s["method"])
+        self.index = SegmentedIndex(
+            self.dir, params, self.units, self.build_version, max_deltas=s["max_deltas"],
+            delta_fraction=s["delta_fraction"], dead_fraction=s["dead_fraction"], idf=s["idf"],
+            on_lost=self._forget_lost)
+        self._maint_lock = threading.Lock()
+        self._built_lock = threading.Lock()
+        self._built_cache: tuple[dict[str, str], set[str]] | None = None
+        self._built_dv = -1
+        self._dv_conn: sqlite3.Connection | None = None
+
+    # -- versions -------------------------------------------------------------------------------
+    @property
+    def build_version(self) -> str:
+        """The base version (layer, chunker, extractors) + tokenizer setting + chunk sizes,
+        computed once per layer instance."""
+        bv = self.__dict__.get("_build_version")
+        if bv is None:
+            s = self.settings
+            bv = (f"{BuildingLayer.build_version.fget(self)}+t{self.tokenizer.key}"  # type: ignore[attr-defined]
+                  f"+s{s['chunk']}/{s['code_chunk']}")
+            self.__dict__["_build_version"] = bv
+        return bv
+
+    @property
+    def score_kind(self) -> str:
+        return "bm25 (global idf over segments)" if self.settings["idf"] == "global" \
+            else "bm25 (segment-local idf)"
+
+    # -- building -------------------------------------------------------------------------------
+    def index_unit(self, unit: Unit, doc) -> dict[str, Any]:
+        if not doc.text:
+            raise SkipUnit("no text")
+        mode = self.tokenizer.mode_for(unit.path)
+        spans = chunk_spans(doc, mode, self.settings["chunk"], self.settings["code_chunk"])
+        terms = [self.tokenizer.by_mode(doc.text[s:e].decode("utf-8", errors="replace"), mode)
+                 for s, e in spans]
+        keep = [(sp, t) for sp, t in zip(spans, terms) if t]
+        if not keep:
+            raise SkipUnit("no terms to index")
+        self.units.put(unit.hash, self.build_version, [k[0] for k in keep], [k[1] for k in keep])
+        return {"chunks": len(keep), "terms": sum(len(k[1]) for k in keep), "mode": mode}
+
+    def drop(self, hashes: set[str]) -> None:
+        self.units.drop(hashes)  # segments keep their docs as tombstones until the next merge
+
+    def _forget_lost(self, hashes: set[str]) -> None:
+        """Units marked built whose stored terms are gone: rebuild them lazily."""
+        self.manifest.forget(hashes)
+
+    def built(self) -> dict[str, str]:
+        """The manifest's states for the current version, cached until the manifest changes
+        (SQLite's ``data_version`` on a connection of its own notices every other writer).
+        The dict is shared: callers must not change it."""
+        with self._built_lock:
+            if self._dv_conn is None:
+                self._dv_conn = sqlite3.connect(self.manifest.path, timeout=30,
+                                                check_same_thread=False)
+            dv = self._dv_conn.execute("PRAGMA data_version").fetchone()[0]
+            if self._built_cache is None or dv != self._built_dv:
+                states = super().built()
+                self._built_cache = (states, {h for h, st in states.items() if st == "ok"})
+                self._built_dv = dv
+            return self._built_cache[0]
+
+    def ok_hashes(self) -> set[str]:
+        """Hashes built with state 'ok' (shared set: do not change it)."""
+        self.built()
+        with self._built_lock:
+            return self._built_cache[1] if self._built_cache else set()
+
+    def maintain(self) -> None:
+        """Bring the segments up to date with every built unit now (add, then merge/compact)."""
+        with self._maint_lock:
+            self.index.wait()
+            self.index.maintain(self.ok_hashes())
+
+    def merge(self) -> None:
+        """Force a full merge: one main segment from every built unit, no deltas."""
+        with self._maint_lock:
+            self.index.wait()
+            self.index.merge(self.ok_hashes())
+
+    def collect_garbage(self, live_hashes: set[str]) -> int:
+        n = super().collect_garbage(live_hashes)
+        try:
+            self.maintain()
+        except Exception as exc:  # segments are rebuilt at the next search; never fail a build
+            self.index.note(f"segment maintenance failed: {type(exc).__name__}: {exc}")
+        return n
+
+    async def build(self, units: Sequence[Unit], cancel: threading.Event) -> None:
+        await super().build(units, cancel)
+        if not cancel.is_set():
+            await asyncio.to_thread(self.maintain)
+
+    def status(self, scope: ScopeView) -> LayerStatus:
+        st = super().status(scope)
+        notes = "; ".join(x for x in [st.notes, self.index.describe(), f"tokenizer {self.tokenizer.key}"]
+                          + self.index.notes[-1:] if x)
+        return replace(st, notes=notes)
+
+    # -- searching ------------------------------------------------------------------------------
+    async def search(self, query: Any, scope: ScopeView, budget: Budget,
+                     candidates: Sequence[Candidate] | None = None) -> list[Hit]:
+        text = parse_query(query)
+        return await asyncio.to_thread(self._search, text, scope, budget)
+
+    def _search(self, text: str, scope: ScopeView, budget: Budget) -> list[Hit]:
+        done = self.built()
+        paths = {u.hash: u.path for u in self.applicable(scope)}
+        app = set(paths)
+        if not app:
+            budget.set_coverage(1.0)
+            return []
+        processed = sum(1 for h in app if h in done)
+        allowed = {h for h in app if done.get(h) == "ok"}
+        terms = self.tokenizer.query(text)
+        if not allowed or not terms:
+            budget.set_coverage(processed / len(app))
+            return []
+        ok = self.ok_hashes()
+        waiting = self.index.prepare(allowed, ok, self.settings["sync_units"])
+        budget.set_coverage((processed - len(waiting)) / len(app))
+        if waiting:
+            budget.notes["bm25"] = f"{len(waiting)} built units are being added to a segment"
+        results, partial = self.index.search(terms, budget.pool, allowed - waiting, budget.expired)
+        hits = self._hits(text, results, budget, paths)
+        if partial:
+            budget.notes["partial"] = True
+        return hits
+
+    def _hits(self, text: str, results: list, budget: Budget, paths: dict[str, str]) -> list[Hit]:
+        """Hits for ``(score, hash, start, end)`` results; the first ``SUBSPAN_HITS`` carry
+        sub-spans. A unit that can no longer be read is left out; at the deadline the hits
+        verified so far are returned."""
+        marker = Highlighter(*self.tokenizer.surface(text))
+        texts: dict[str, bytes | None] = {}
+        hits: list[Hit] = []
+        for score, h, s, e in results:
+            if budget.expired():
+                budget.notes["partial"] = True
+                break
+            if h not in texts:
+                try:
+                    texts[h] = self.ctx.reader.unit_text(h, paths.get(h))
+                except Exception:
+                    texts[h] = None
+            data = texts[h]
+            if data is None or e > len(data):
+                continue
+            subs = marker.find(data, s, e) if len(hits) < SUBSPAN_HITS else []
+            hits.append(Hit.single(self.name, Span(h, s, e), rank=len(hits) + 1, score=score,
+                                   score_kind=self.score_kind, query=text, sub_spans=subs))
+        budget.offer(hits)
+        return hits
+
+
+Layer = BM25Layer
