@@ -31,8 +31,8 @@ QUERIES: list[tuple[str, Any, dict[str, Any]]] = [
      {"bm25": "parseDuration timebox seconds"}, {}),
     ("a symbol: where is Engine.search defined", {"symbols": "Engine.search"}, {}),
     ("who calls parse_duration", {"symbols": {"callers": "parse_duration"}}, {}),
-    ("a formula: \\frac{a}{b} finds fractions whatever their variable names",
-     {"formula": "\\frac{a}{b}"}, {"scope": "papers/**"}),
+    ("a formula: renamed variables still find the RRF formula",
+     {"formula": "\\frac{1}{k + \\mathrm{rank}_s(x)}"}, {}),
     ("an ast-grep pattern: every call of open() with arguments",
      {"structural": "open($$$ARGS)"}, {}),
 ]
