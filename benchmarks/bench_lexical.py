@@ -21,6 +21,7 @@ from pathlib import Path
 import lar
 
 LEXICAL = ["grep", "trigram", "bm25", "symbols", "formula"]
+EDIT_LAYERS = ["grep", "trigram", "bm25", "symbols"]  # formula does not read .py files
 
 
 def copy_stdlib(dst: Path) -> Path:
@@ -67,7 +68,7 @@ def main(argv=None) -> int:
             fh.write(f"\n\ndef {token}():\n    return {i}\n")
         rel = f.relative_to(corpus).as_posix()
         per = {}
-        for name in present:
+        for name in [n for n in present if n in EDIT_LAYERS]:
             q = {name: {"structural": f"def {token}($$$)"}} if name == "structural" else {name: token}
             t = time.perf_counter()
             res = eng.search(q, timebox=10, k=5)
@@ -80,9 +81,9 @@ def main(argv=None) -> int:
     R["edit_to_search"] = rows
     R["edit_to_search_summary"] = {
         "all_found": all(v["found"] for r in rows for v in r["layers"].values()),
-        "per_layer_ms_median": {n: statistics.median(r["layers"][n]["ms"] for r in rows) for n in present},
-        "first_search_after_edit_ms_median": statistics.median(
-            r["layers"][present[0]]["ms"] for r in rows),
+        "per_layer_ms_median": {n: statistics.median(r["layers"][n]["ms"] for r in rows)
+                                for n in present if n in EDIT_LAYERS},
+        "total_ms_median": statistics.median(r["total_ms"] for r in rows),
     }
     eng.close()
     out = Path(args.out)
@@ -97,9 +98,11 @@ def main(argv=None) -> int:
     L += ["", "Edit one file (append a function), then search each layer for the new name "
           "(each search includes the stat pass and inline indexing of the changed unit):", "",
           "| layer | median ms until found | all found |", "|---|---|---|"]
-    for n in present:
+    for n in [n for n in present if n in EDIT_LAYERS]:
         L.append(f"| {n} | {R['edit_to_search_summary']['per_layer_ms_median'][n]} | "
                  f"{all(r['layers'][n]['found'] for r in rows)} |")
+    L.append(f"\nFrom the write until all four layers have answered (one after another): median "
+             f"{R['edit_to_search_summary']['total_ms_median']} ms.")
     out.with_suffix(".md").write_text("\n".join(L) + "\n")
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"wrote {out}.json and {out}.md")

@@ -36,7 +36,7 @@ from ..types import Hit, LayerStatus, Span
 DEFAULTS: dict[str, Any] = {
     "bm25_tokenizer": "auto-v1", "bm25_stem": True, "bm25_k1": 1.5, "bm25_b": 0.75,
     "bm25_method": "lucene", "bm25_chunk_bytes": 1200, "bm25_code_chunk_bytes": 1200,
-    "bm25_idf": "segment", "bm25_max_deltas": 3, "bm25_delta_fraction": 0.1,
+    "bm25_idf": "global", "bm25_max_deltas": 3, "bm25_delta_fraction": 0.1,
     "bm25_dead_fraction": 0.2, "bm25_sync_units": 2000,
 }
 SUBSPAN_HITS = 100  # hits past this rank carry no sub-spans (marking costs ~0.05 ms a chunk)

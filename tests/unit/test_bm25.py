@@ -172,7 +172,7 @@ def test_top_hit_is_the_known_chunk_with_its_byte_span(registered, folder, tmp_p
         # chunks of animals.txt at 64 bytes: [0, 65), [65, 129), [129, 175) (shared chunker)
         assert (top.path, top.span.start, top.span.end) == ("animals.txt", 65, 129)
         ev = top.evidence["bm25"]
-        assert ev.score_kind == "bm25 (segment-local idf)" and ev.rank == 1
+        assert ev.score_kind == "bm25 (global idf over segments)" and ev.rank == 1
         assert [PROSE[s:e] for s, e in ev.sub_spans] == [b"platypus", b"river"]
 
 
