@@ -1,10 +1,8 @@
 """The bm25 layer: tokenizers, chunk spans, segments (deltas, tombstones, merges, corruption),
 global-IDF weights, and the layer contract. Expected values are worked out by hand."""
 import asyncio
-import importlib.util
 import math
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -352,33 +350,5 @@ def test_search_reports_coverage_and_honours_an_expired_budget(registered, folde
         hits = asyncio.run(layer.search("wombats", eng.scope_view(), budget))
         assert hits == [] and budget.coverage == 1.0 and budget.notes.get("partial")
 
-
-# -- the layer contract, with the layer registered -------------------------------------------
-_spec = importlib.util.spec_from_file_location(
-    "_lar_contract_for_bm25", Path(__file__).parents[1] / "contract" / "test_layer_contract.py")
-_contract = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_contract)
-
-
-@pytest.fixture
-def engine(registered, corpus, tmp_path):
-    e = lar.open(corpus, state=tmp_path / "state")
-    yield e
-    e.close()
-
-
-@pytest.mark.parametrize("check", [
-    "test_building_layers_report_coverage_before_and_after", "test_status_is_valid",
-    "test_finds_something_with_valid_spans", "test_empty_scope", "test_non_utf8_file"])
-def test_contract(engine, check):
-    getattr(_contract, check)(engine, "bm25")
-
-
-@pytest.mark.parametrize("check", ["test_respects_its_budget", "test_deleted_file_is_never_returned"])
-def test_contract_with_corpus(engine, corpus, check):
-    getattr(_contract, check)(engine, corpus, "bm25")
-
-
-@pytest.mark.parametrize("text", ["Straße", "東京", "naïve café"])
-def test_contract_unicode(engine, text):
-    _contract.test_unicode_query(engine, "bm25", text)
+# The layer is registered through pyproject's entry points, so tests/contract runs the
+# contract suite against it with every other registered layer.

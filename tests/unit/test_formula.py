@@ -3,9 +3,7 @@ search with exact byte spans, and the layer contract suite run against it."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
@@ -272,27 +270,5 @@ def test_build_version_names_the_extractors(eng):
     st = layer.status(eng.scope_view())
     assert st.granularity == "formula" and "LaTeX" in st.query_format and st.coverage == 1.0
 
-
-# -- the contract suite, run against this layer ----------------------------------------------------
-def _contract_module():
-    path = Path(__file__).resolve().parents[1] / "contract" / "test_layer_contract.py"
-    spec = importlib.util.spec_from_file_location("_lar_contract_for_formula", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-CONTRACT = _contract_module()
-CONTRACT_TESTS = sorted(n for n in vars(CONTRACT) if n.startswith("test_"))
-
-
-@pytest.mark.parametrize("test_name", CONTRACT_TESTS)
-def test_contract_suite(engine, corpus, test_name):
-    fn = getattr(CONTRACT, test_name)
-    if test_name == "test_unicode_query":
-        for text in ("Straße", "東京", "naïve café"):
-            fn(engine, "formula", text)
-    elif "corpus" in fn.__code__.co_varnames[:fn.__code__.co_argcount]:
-        fn(engine, corpus, "formula")
-    else:
-        fn(engine, "formula")
+# The layer is registered through pyproject's entry points, so tests/contract runs the
+# contract suite against it with every other registered layer.

@@ -1,8 +1,6 @@
 """The ``structural`` layer: ast-grep patterns at query time, byte-exact spans after non-ASCII
 text, captures, errors, language inference and override, budget, and the layer contract."""
 import asyncio
-import importlib.util
-from pathlib import Path
 
 import pytest
 
@@ -178,33 +176,5 @@ def test_byte_offsets():
     text = b"\xe9x".decode("utf-8", errors="surrogateescape")
     assert byte_offsets(text, [1, 2]) == {1: 1, 2: 2}
 
-
-# -- the layer contract, with the layer registered -----------------------------------------
-_spec = importlib.util.spec_from_file_location(
-    "_lar_contract_for_structural", Path(__file__).parents[1] / "contract" / "test_layer_contract.py")
-_contract = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_contract)
-
-
-@pytest.fixture
-def engine(registered, corpus, tmp_path):
-    e = lar.open(corpus, state=tmp_path / "state")
-    yield e
-    e.close()
-
-
-@pytest.mark.parametrize("check", [
-    "test_building_layers_report_coverage_before_and_after", "test_status_is_valid",
-    "test_finds_something_with_valid_spans", "test_empty_scope", "test_non_utf8_file"])
-def test_contract(engine, check):
-    getattr(_contract, check)(engine, "structural")
-
-
-@pytest.mark.parametrize("check", ["test_respects_its_budget", "test_deleted_file_is_never_returned"])
-def test_contract_with_corpus(engine, corpus, check):
-    getattr(_contract, check)(engine, corpus, "structural")
-
-
-@pytest.mark.parametrize("text", ["Straße", "東京", "naïve café"])
-def test_contract_unicode(engine, text):
-    _contract.test_unicode_query(engine, "structural", text)
+# The layer is registered through pyproject's entry points, so tests/contract runs the
+# contract suite against it with every other registered layer.

@@ -1,8 +1,6 @@
 """The ``symbols`` layer: tree-sitter definitions and call sites in eight languages, its query
 forms, the enclosing-symbol context it adds to every hit, skips, and the layer contract."""
 import asyncio
-import importlib.util
-from pathlib import Path
 
 import pytest
 
@@ -345,33 +343,5 @@ def test_query_errors():
             parse_query(bad)
     assert parse_query("  Engine.search ").name == "Engine.search"
 
-
-# -- the layer contract, with the layer registered -----------------------------------------
-_spec = importlib.util.spec_from_file_location(
-    "_lar_contract_for_symbols", Path(__file__).parents[1] / "contract" / "test_layer_contract.py")
-_contract = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_contract)
-
-
-@pytest.fixture
-def engine(registered, corpus, tmp_path):
-    e = lar.open(corpus, state=tmp_path / "state")
-    yield e
-    e.close()
-
-
-@pytest.mark.parametrize("check", [
-    "test_building_layers_report_coverage_before_and_after", "test_status_is_valid",
-    "test_finds_something_with_valid_spans", "test_empty_scope", "test_non_utf8_file"])
-def test_contract(engine, check):
-    getattr(_contract, check)(engine, "symbols")
-
-
-@pytest.mark.parametrize("check", ["test_respects_its_budget", "test_deleted_file_is_never_returned"])
-def test_contract_with_corpus(engine, corpus, check):
-    getattr(_contract, check)(engine, corpus, "symbols")
-
-
-@pytest.mark.parametrize("text", ["Straße", "東京", "naïve café"])
-def test_contract_unicode(engine, text):
-    _contract.test_unicode_query(engine, "symbols", text)
+# The layer is registered through pyproject's entry points, so tests/contract runs the
+# contract suite against it with every other registered layer.
