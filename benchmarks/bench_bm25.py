@@ -1,9 +1,11 @@
 #!/usr/bin/env python
 """bm25 layer benchmark: quality and latency against bm25s and tantivy, segment IDF, update cost.
 
-Plain script (not collected by pytest)::
+Plain script (not collected by pytest; shared parts in ``bm25_common.py``)::
 
     .venv/bin/python benchmarks/bench_bm25.py [--out benchmarks/results/DATE-bm25] [--quick]
+        [--sets scifact-train,cosqa-dev] [--variants "lar auto-v1;lar auto-v1, k1=1.2"]
+        [--only studies]
 
 Data: ``/work/shared/benchmarks/{scifact-train,cosqa-dev}`` (BEIR layout), read at run time.
 Each corpus is written to a temp folder, one file per doc (``title\\n\\ntext``; cosqa as ``.py``,
@@ -29,7 +31,6 @@ import logging
 import os
 import platform
 import random
-import re
 import statistics
 import sys
 import tempfile
@@ -45,79 +46,12 @@ import lar  # noqa: E402
 from lar.layer import Budget  # noqa: E402
 from lar.layers.bm25 import BM25Layer  # noqa: E402
 
-BENCH = Path(os.environ.get("LAR_BENCHMARKS", "/work/shared/benchmarks"))
-SETS = {"scifact-train": (".txt", "train"), "cosqa-dev": (".py", "dev")}
-K1, B, METHOD = 1.5, 0.75, "lucene"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bm25_common import (K1, METHOD, SETS, B, bm25s_peer, evaluate, lat, load,  # noqa: E402
+                         materialise, paired_tests, tantivy_peer)
+
 SEED = 20261129
-
-
-# -- data --------------------------------------------------------------------------------------
-def load(name: str):
-    ext, split = SETS[name]
-    d = BENCH / name
-    corpus = [json.loads(line) for line in open(d / "corpus.jsonl", encoding="utf-8")]
-    queries = {q["_id"]: q["text"] for q in map(json.loads, open(d / "queries.jsonl", encoding="utf-8"))}
-    qrels: dict[str, dict[str, int]] = {}
-    with open(d / "qrels" / f"{split}.tsv", encoding="utf-8") as fh:
-        next(fh)
-        for line in fh:
-            qid, did, score = line.rstrip("\n").split("\t")
-            if int(score) > 0:
-                qrels.setdefault(qid, {})[did] = int(score)
-    queries = {q: t for q, t in queries.items() if q in qrels}
-    return corpus, queries, qrels, ext
-
-
-def materialise(corpus, ext: str, root: Path) -> dict[str, str]:
-    """One file per doc; returns {relative path: doc id}."""
-    root.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for i, doc in enumerate(corpus):
-        rel = f"d{i:06d}{ext}"
-        (root / rel).write_text(f"{doc.get('title', '')}\n\n{doc['text']}", encoding="utf-8")
-        paths[rel] = doc["_id"]
-    return paths
-
-
-def evaluate(qrels, run) -> dict[str, float]:
-    from ranx import Qrels, Run
-    from ranx import evaluate as rx_eval
-
-    run = {q: (r if r else {"__none__": 0.0}) for q, r in run.items()}
-    for q in qrels:
-        run.setdefault(q, {"__none__": 0.0})
-    res = rx_eval(Qrels.from_dict(qrels), Run.from_dict(run), ["ndcg@10", "recall@100"])
-    return {"ndcg@10": round(float(res["ndcg@10"]), 4), "recall@100": round(float(res["recall@100"]), 4)}
-
-
-def lat(xs: list[float]) -> dict[str, float]:
-    xs = sorted(xs)
-    return {"mean_ms": round(1000 * statistics.fmean(xs), 2),
-            "p95_ms": round(1000 * xs[int(0.95 * (len(xs) - 1))], 2)}
-
-
-def paired_tests(qrels, runs: dict[str, dict]) -> dict[str, dict]:
-    """Two-sided paired t-tests (ranx ``compare``) of each lar setting against each peer."""
-    from ranx import Qrels, Run, compare
-
-    def mk(name, run):
-        run = {q: (r if r else {"__none__": 0.0}) for q, r in run.items()}
-        for q in qrels:
-            run.setdefault(q, {"__none__": 0.0})
-        return Run.from_dict(run, name=name)
-
-    peers = [k for k in runs if not k.startswith("lar")]
-    out: dict[str, dict] = {}
-    for label, run in runs.items():
-        if not label.startswith("lar"):
-            continue
-        rep = compare(Qrels.from_dict(qrels), [mk(label, run)] + [mk(p, runs[p]) for p in peers],
-                      ["ndcg@10"], stat_test="student", max_p=0.05).to_dict()
-        out[label] = {p: {"delta_ndcg@10": round(rep[label]["scores"]["ndcg@10"]
-                                                 - rep[p]["scores"]["ndcg@10"], 4),
-                          "p_value": round(float(rep[label]["comparisons"][p]["ndcg@10"]), 4)}
-                      for p in peers}
-    return out
+LAYER_TIMING_QUERIES = 200  # layer-only latency is measured on the first 200 judged queries
 
 
 # -- lar -------------------------------------------------------------------------------------
@@ -136,6 +70,22 @@ def lar_run(eng, queries, paths, k=100) -> tuple[dict, list[float]]:
     return run, times
 
 
+def layer_run(eng, queries, paths, k=100) -> dict:
+    """Like ``lar_run`` but through the bm25 layer alone (no engine overhead): for the studies."""
+    layer = eng.layers["bm25"]
+    by_hash = {r.hash: paths.get(r.path) for r in eng.index.live()}
+    run = {}
+    for qid, text in queries.items():
+        hits = asyncio.run(layer.search(text, eng.scope_view(), Budget.seconds(30, pool=k)))
+        ranked: dict[str, float] = {}
+        for h in hits:
+            did = by_hash.get(h.hash)
+            if did is not None and did not in ranked:
+                ranked[did] = float(k - len(ranked))
+        run[qid] = ranked
+    return run
+
+
 def lar_setting(root, paths, queries, qrels, cfg: dict, state: Path) -> dict:
     eng = lar.open(root, state=state, config=cfg)
     try:
@@ -145,7 +95,7 @@ def lar_setting(root, paths, queries, qrels, cfg: dict, state: Path) -> dict:
         layer = eng.layers["bm25"]
         run, times = lar_run(eng, queries, paths)
         layer_times = []
-        for text in queries.values():  # the layer alone: fresh scope view, pool of 500 chunks
+        for text in list(queries.values())[:LAYER_TIMING_QUERIES]:  # the layer alone (pool 500)
             t0 = time.perf_counter()
             asyncio.run(layer.search(text, eng.scope_view(), Budget.seconds(10, pool=500)))
             layer_times.append(time.perf_counter() - t0)
@@ -159,79 +109,26 @@ def lar_setting(root, paths, queries, qrels, cfg: dict, state: Path) -> dict:
         eng.close()
 
 
-# -- peers -----------------------------------------------------------------------------------
-def bm25s_peer(corpus, queries, qrels) -> dict:
-    import bm25s
-    import Stemmer
-
-    stemmer = Stemmer.Stemmer("english")
-    ids = [d["_id"] for d in corpus]
-    texts = [f"{d.get('title', '')}\n\n{d['text']}" for d in corpus]
-    t0 = time.perf_counter()
-    toks = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False)
-    model = bm25s.BM25(k1=K1, b=B, method=METHOD)
-    model.index(toks, show_progress=False)
-    build_s = time.perf_counter() - t0
-    run, times = {}, []
-    for qid, text in queries.items():
-        t0 = time.perf_counter()
-        qt = bm25s.tokenize([text], stopwords="en", stemmer=stemmer, show_progress=False,
-                            return_ids=False)
-        docs, scores = model.retrieve(qt, k=100, show_progress=False)
-        times.append(time.perf_counter() - t0)
-        run[qid] = {ids[int(i)]: float(s) for i, s in zip(docs[0], scores[0]) if s > 0}
-    return {"build_s": round(build_s, 2), **evaluate(qrels, run), **lat(times), "_run": run}
-
-
-def tantivy_peer(corpus, queries, qrels) -> dict:
-    import tantivy
-
-    sb = tantivy.SchemaBuilder()
-    sb.add_text_field("body", stored=False, tokenizer_name="en_stem")
-    sb.add_text_field("id", stored=True, tokenizer_name="raw")
-    schema = sb.build()
-    t0 = time.perf_counter()
-    index = tantivy.Index(schema)
-    writer = index.writer()
-    for d in corpus:
-        writer.add_document(tantivy.Document(id=d["_id"], body=f"{d.get('title', '')}\n\n{d['text']}"))
-    writer.commit()
-    index.reload()
-    build_s = time.perf_counter() - t0
-    searcher = index.searcher()
-    run, times = {}, []
-    for qid, text in queries.items():
-        t0 = time.perf_counter()
-        clean = " ".join(re.findall(r"\w+", text))  # no query syntax: words only, OR-ed
-        ranked = {}
-        if clean:
-            q = index.parse_query(clean, ["body"])
-            for score, addr in searcher.search(q, 100).hits:
-                ranked[searcher.doc(addr)["id"][0]] = float(score)
-        times.append(time.perf_counter() - t0)
-        run[qid] = ranked
-    return {"build_s": round(build_s, 2), **evaluate(qrels, run), **lat(times), "_run": run}
-
-
 # -- segments: IDF and update cost -------------------------------------------------------------
 def idf_study(root, paths, queries, qrels, cfg, state: Path) -> dict:
     """nDCG@10 of one segment vs main + delta(s), with segment-local and global IDF."""
     out = {}
-    base = {**cfg, "bm25_max_deltas": 10 ** 6, "bm25_delta_fraction": 1e9, "bm25_dead_fraction": 1e9}
+    base = {**cfg, "bm25_max_deltas": 10 ** 6, "bm25_delta_fraction": 1e9, "bm25_dead_fraction": 1e9,
+            "bm25_idf": "segment"}
     rng = random.Random(SEED)
     eng = lar.open(root, state=state, config=base)
     eng.build(timebox=3600, layers=["bm25"])
     layer = eng.layers["bm25"]
     ok = sorted(layer.ok_hashes())
     layer.merge()
-    out["single segment"] = evaluate(qrels, lar_run(eng, queries, paths)[0])
+    out["single segment"] = evaluate(qrels, layer_run(eng, queries, paths))
     tenth = set(rng.sample(ok, len(ok) // 10))
     layer.index.merge(set(ok) - tenth)
     layer.index.add(tenth)
-    out["main 90% + 1 delta 10%, segment idf"] = evaluate(qrels, lar_run(eng, queries, paths)[0])
+    out["main 90% + 1 delta 10%, segment idf"] = evaluate(qrels, layer_run(eng, queries, paths))
     eng.close()
     eng = lar.open(root, state=state, config={**base, "bm25_idf": "global"})
-    out["main 90% + 1 delta 10%, global idf"] = evaluate(qrels, lar_run(eng, queries, paths)[0])
+    out["main 90% + 1 delta 10%, global idf"] = evaluate(qrels, layer_run(eng, queries, paths))
     # the "just edited" case: 100 judged docs, each alone in a one-doc delta
     by_id = {v: k for k, v in paths.items()}
     judged = sorted({d for q in qrels.values() for d in q})
@@ -241,16 +138,16 @@ def idf_study(root, paths, queries, qrels, cfg, state: Path) -> dict:
     sub_rel = {q: qrels[q] for q in sub_q}
     layer = eng.layers["bm25"]
     layer.merge()
-    out["edited-docs queries, single segment"] = evaluate(sub_rel, lar_run(eng, sub_q, paths)[0])
+    out["edited-docs queries, single segment"] = evaluate(sub_rel, layer_run(eng, sub_q, paths))
     layer.index.merge(set(ok) - hashes)
     for h in sorted(hashes):
         layer.index.add({h})
     out["edited-docs queries, 100 one-doc deltas, global idf"] = evaluate(
-        sub_rel, lar_run(eng, sub_q, paths)[0])
+        sub_rel, layer_run(eng, sub_q, paths))
     eng.close()
     eng = lar.open(root, state=state, config=base)
     out["edited-docs queries, 100 one-doc deltas, segment idf"] = evaluate(
-        sub_rel, lar_run(eng, sub_q, paths)[0])
+        sub_rel, layer_run(eng, sub_q, paths))
     out["edited-docs queries"] = len(sub_q)
     eng.close()
     return out
@@ -277,6 +174,7 @@ def update_cost(root, paths, cfg, state: Path, n: int = 5) -> dict:
         eng.search(word, layers=["bm25"], k=10, timebox=10)
         edits[-1]["next_search_s"] = time.perf_counter() - t0
     layer.index.wait()
+    compact_s = layer.index.timings.get("last_compact_s")
     t0 = time.perf_counter()
     layer.merge()
     merge_s = time.perf_counter() - t0
@@ -294,7 +192,9 @@ def update_cost(root, paths, cfg, state: Path, n: int = 5) -> dict:
             "edit_to_search_s_median": med("search_after_edit_s"),
             "delta_build_s_median": med("delta_build_s"),
             "next_search_s_median": med("next_search_s"),
-            "index_one_unit_s": round(one_unit_s, 4), "full_merge_s": round(merge_s, 3)}
+            "index_one_unit_s": round(one_unit_s, 4), "full_merge_s": round(merge_s, 3),
+            "delta_compaction_s": round(compact_s, 4) if compact_s is not None else None,
+            "chunks": layer.index.segments()[0].n_docs if layer.index.segments() else 0}
 
 
 # -- report ----------------------------------------------------------------------------------
@@ -308,6 +208,9 @@ def render_md(res: dict) -> str:
             lines.append(f"| {name} | {r['ndcg@10']:.4f} | {r['recall@100']:.4f} | "
                          f"{r['mean_ms']} | {r['p95_ms']} | {r.get('layer_mean_ms', '')} | "
                          f"{r.get('layer_p95_ms', '')} | {r['build_s']} |")
+        lines.append("")
+        if not block.get("paired_tests"):
+            continue
         lines += ["Paired two-sided t-test on per-query nDCG@10 (ranx), lar setting vs peer: "
                   "Δ (p-value)", "", "| lar setting | " + " | ".join(
                       next(iter(block["paired_tests"].values()), {}).keys()) + " |",
@@ -317,7 +220,8 @@ def render_md(res: dict) -> str:
                 f"{c['delta_ndcg@10']:+.4f} ({c['p_value']})" for c in cmp.values()) + " |")
         lines.append("")
     if res.get("idf"):
-        lines += ["## Segment-local IDF (scifact)", "", "| layout | nDCG@10 | Recall@100 |", "|---|---|---|"]
+        lines += ["## Segment-local IDF (scifact, bm25 layer alone, auto-v1)", "",
+                  "| layout | nDCG@10 | Recall@100 |", "|---|---|---|"]
         for k, v in res["idf"].items():
             if isinstance(v, dict):
                 lines.append(f"| {k} | {v['ndcg@10']:.4f} | {v['recall@100']:.4f} |")
@@ -335,6 +239,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=f"benchmarks/results/{_dt.date(2026, 11, 29).isoformat()}-bm25")
     ap.add_argument("--quick", action="store_true", help="100 queries per set, fewer variants")
     ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--variants", default="",
+                    help="';'-separated lar variant labels to run (default: all)")
+    ap.add_argument("--only", choices=["all", "studies"], default="all",
+                    help="'studies': only the segment-IDF study and the update cost (scifact)")
     args = ap.parse_args(argv)
     logging.disable(logging.WARNING)
     lar.register_layer(BM25Layer)
@@ -350,12 +258,30 @@ def main(argv=None) -> int:
         "lar auto-v1, chunks 4000 B": {"bm25_tokenizer": "auto-v1", "bm25_chunk_bytes": 4000,
                                        "bm25_code_chunk_bytes": 4000},
     }
+    if args.variants:
+        keep = [v.strip() for v in args.variants.split(";")]
+        unknown = [v for v in keep if v not in variants]
+        if unknown:
+            ap.error(f"unknown variants {unknown}; choose from {list(variants)}")
+        variants = {k: v for k, v in variants.items() if k in keep}
     if args.quick:
         variants = dict(list(variants.items())[:2])
     res: dict = {"date": "2026-11-29", "datasets": {}, "notes": [],
                  "machine": f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()} "
                             f"({platform.platform()}); k1={K1}, b={B}, method={METHOD}."}
     t_all = time.perf_counter()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every step, so a killed run keeps what it measured
+        res["total_s"] = round(time.perf_counter() - t_all, 1)
+        clean = json.loads(json.dumps(res, default=lambda o: None))
+        for block in clean["datasets"].values():
+            for r in block["systems"].values():
+                r.pop("_run", None)
+        out.with_suffix(".json").write_text(json.dumps(clean, indent=1))
+        out.with_suffix(".md").write_text(render_md(clean))
+
     with tempfile.TemporaryDirectory(prefix="lar-bench-bm25-") as tmp:
         tmp = Path(tmp)
         for name in args.sets.split(","):
@@ -365,27 +291,36 @@ def main(argv=None) -> int:
                 qrels = {q: qrels[q] for q in queries}
             root = tmp / name / "corpus"
             paths = materialise(corpus, ext, root)
+            if args.only == "studies":
+                if name == "scifact-train":
+                    res["update"] = update_cost(root, paths, {"bm25_tokenizer": "auto-v1"},
+                                                tmp / name / "state-update")
+                    save()
+                    res["idf"] = idf_study(root, paths, queries, qrels,
+                                           {"bm25_tokenizer": "auto-v1"}, tmp / name / "state-idf")
+                    save()
+                continue
             systems = {"bm25s (default tokenizer + stemmer)": bm25s_peer(corpus, queries, qrels),
                        "tantivy (en_stem)": tantivy_peer(corpus, queries, qrels)}
+            block = res["datasets"][name] = {"docs": len(corpus), "queries": len(queries),
+                                             "systems": systems, "paired_tests": {}}
             for label, cfg in variants.items():
                 systems[label] = lar_setting(root, paths, queries, qrels, cfg,
                                              tmp / name / f"state-{len(systems)}")
                 print(name, label, {k: systems[label][k] for k in ("ndcg@10", "recall@100", "mean_ms", "build_s")},
                       flush=True)
-            runs = {k: v.pop("_run") for k, v in systems.items()}
-            res["datasets"][name] = {"docs": len(corpus), "queries": len(queries), "systems": systems,
-                                     "paired_tests": paired_tests(qrels, runs)}
+                save()
+            block["paired_tests"] = paired_tests(qrels, {k: v["_run"] for k, v in systems.items()})
+            save()
             if name == "scifact-train" and not args.quick:
-                res["idf"] = idf_study(root, paths, queries, qrels, {"bm25_tokenizer": "auto-v1"},
-                                       tmp / name / "state-idf")
                 res["update"] = update_cost(root, paths, {"bm25_tokenizer": "auto-v1"},
                                             tmp / name / "state-update")
-    res["total_s"] = round(time.perf_counter() - t_all, 1)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(res, indent=1))
-    out.with_suffix(".md").write_text(render_md(res))
-    print(render_md(res))
+                save()
+                res["idf"] = idf_study(root, paths, queries, qrels, {"bm25_tokenizer": "auto-v1"},
+                                       tmp / name / "state-idf")
+                save()
+    save()
+    print(out.with_suffix(".md").read_text())
     return 0
 
 

@@ -11,13 +11,17 @@ the chunk's byte range and its sub-spans are the query's words found in it.
 Config keys (``lar.open(..., config={...})``): ``bm25_tokenizer`` ("auto-v1", "code-v1",
 "prose-v1", "plain-v1"), ``bm25_stem`` (True), ``bm25_k1`` (1.5), ``bm25_b`` (0.75),
 ``bm25_method`` ("lucene"), ``bm25_chunk_bytes`` (prose/LaTeX chunk target), ``bm25_code_chunk_bytes``,
-``bm25_idf`` ("segment": each segment's own IDF; "global": IDF over all segments),
+``bm25_idf`` ("global", the default: every term rescaled to its IDF over all segments;
+"segment": each segment's own IDF, which buries a just-edited file in a one-unit delta),
 ``bm25_max_deltas`` (3), ``bm25_delta_fraction`` (0.1), ``bm25_dead_fraction`` (0.2) and
 ``bm25_sync_units`` (units a search indexes itself before leaving the rest to a thread).
+Without the optional packages (``pip install 'lar[lexical]'``: bm25s, PyStemmer) the layer
+still loads: units are skipped with that hint and searches fail with ``MissingExtraError``.
 """
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import sqlite3
 import threading
 from dataclasses import replace
@@ -25,7 +29,7 @@ from typing import Any, Sequence
 
 from ..building import BuildingLayer, SkipUnit
 from ..chunking import CHUNKER_VERSION
-from ..errors import ConfigError, QueryError
+from ..errors import ConfigError, MissingExtraError, QueryError
 from ..layer import Budget, Candidate, LayerContext, ScopeView, Unit
 from ..lexical.chunks import CODE_CHUNKER_VERSION, Highlighter, UnitStore, chunk_spans
 from ..lexical.index import SegmentedIndex
@@ -41,6 +45,16 @@ DEFAULTS: dict[str, Any] = {
 }
 SUBSPAN_HITS = 100  # hits past this rank carry no sub-spans (marking costs ~0.05 ms a chunk)
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+
+
+def missing_dependency(stem: bool) -> str | None:
+    """The optional package the layer needs and cannot import (bm25s, or PyStemmer when
+    stemming), else None."""
+    needed = ["bm25s"] + (["Stemmer"] if stem else [])
+    for mod in needed:
+        if importlib.util.find_spec(mod) is None:
+            return mod
+    return None
 
 
 def parse_query(query: Any) -> str:
@@ -97,6 +111,7 @@ class BM25Layer(BuildingLayer):
     def __init__(self, ctx: LayerContext):
         self.settings = read_settings(dict(ctx.config or {}))
         self.tokenizer = Tokenizer(self.settings["tokenizer"], self.settings["stem"])
+        self.missing = missing_dependency(self.settings["stem"])
         super().__init__(ctx)
         self.units = UnitStore(self.dir / "units.sqlite")
         s = self.settings
@@ -121,6 +136,8 @@ class BM25Layer(BuildingLayer):
             s = self.settings
             bv = (f"{BuildingLayer.build_version.fget(self)}+t{self.tokenizer.key}"  # type: ignore[attr-defined]
                   f"+s{s['chunk']}/{s['code_chunk']}")
+            if self.missing:  # units skipped for a missing package rebuild once it is installed
+                bv += f"+missing-{self.missing}"
             self.__dict__["_build_version"] = bv
         return bv
 
@@ -130,6 +147,11 @@ class BM25Layer(BuildingLayer):
             else "bm25 (segment-local idf)"
 
     # -- building -------------------------------------------------------------------------------
+    def skip_reason(self, unit: Unit) -> str | None:
+        if self.missing:
+            return f"needs the optional package {self.missing!r}: pip install 'lar[lexical]'"
+        return None
+
     def index_unit(self, unit: Unit, doc) -> dict[str, Any]:
         if not doc.text:
             raise SkipUnit("no text")
@@ -185,6 +207,8 @@ class BM25Layer(BuildingLayer):
 
     def collect_garbage(self, live_hashes: set[str]) -> int:
         n = super().collect_garbage(live_hashes)
+        if self.missing:
+            return n
         try:
             self.maintain()
         except Exception as exc:  # segments are rebuilt at the next search; never fail a build
@@ -206,6 +230,8 @@ class BM25Layer(BuildingLayer):
     async def search(self, query: Any, scope: ScopeView, budget: Budget,
                      candidates: Sequence[Candidate] | None = None) -> list[Hit]:
         text = parse_query(query)
+        if self.missing:
+            raise MissingExtraError(self.missing, "lexical")
         return await asyncio.to_thread(self._search, text, scope, budget)
 
     def _search(self, text: str, scope: ScopeView, budget: Budget) -> list[Hit]:

@@ -111,7 +111,7 @@ class Segment:
                 raise CorruptSegment("doc table holds invalid entries")
             model = None
             if len(docs):
-                bm25s = require("bm25s", "bm25")
+                bm25s = require("bm25s", "lexical")
                 model = bm25s.BM25.load(str(path), mmap=True, load_corpus=False, show_progress=False)
                 if int(model.scores["num_docs"]) != len(docs):
                     raise CorruptSegment("bm25s index and doc table disagree on the doc count")
@@ -271,7 +271,7 @@ class SegmentStore:
                         docs.append([ui, int(s), int(e)])
                         corpus.append(t)
             if corpus:
-                bm25s = require("bm25s", "bm25")
+                bm25s = require("bm25s", "lexical")
                 model = bm25s.BM25(k1=self.params.k1, b=self.params.b, method=self.params.method)
                 model.index(corpus, show_progress=False)
                 model.save(str(tmp), show_progress=False)

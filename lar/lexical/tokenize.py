@@ -189,21 +189,28 @@ class Tokenizer:
         self._norm_memo: dict[str, str | None] = {}
         self._code_memos: dict[tuple[bool, bool], dict[str, tuple[str, ...]]] = {
             (q, st): {} for q in (False, True) for st in (False, True)}
-        if self.stem:
-            require("Stemmer", "bm25")  # fail early with the install command
-        self._stop_terms: frozenset[str] = STOPWORDS_EN
-        if self.stem:
-            self._stop_terms = STOPWORDS_EN | {self._stemmer().stemWord(w) for w in STOPWORDS_EN}
+        self._stop_terms_cache: frozenset[str] | None = None
 
     @property
     def key(self) -> str:
         return self.setting.name + ("+stem" if self.stem else "")
 
     # -- normalisation ------------------------------------------------------------------------
+    @property
+    def _stop_terms(self) -> frozenset[str]:
+        """Stopwords and (when stemming) their stems."""
+        if self._stop_terms_cache is None:
+            terms = STOPWORDS_EN
+            if self.stem:
+                terms = terms | {self._stemmer().stemWord(w) for w in STOPWORDS_EN}
+            self._stop_terms_cache = frozenset(terms)
+        return self._stop_terms_cache
+
     def _stemmer(self):
+        """This thread's PyStemmer English stemmer (``MissingExtraError`` without PyStemmer)."""
         st = getattr(self._local, "stemmer", None)
         if st is None:
-            import Stemmer
+            Stemmer = require("Stemmer", "lexical")
 
             st = self._local.stemmer = Stemmer.Stemmer("english")
         return st

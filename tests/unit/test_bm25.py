@@ -310,6 +310,27 @@ def test_a_new_tokenizer_setting_rebuilds_lazily(registered, folder, tmp_path):
         assert _bm25(eng, "parse_duration")[0].path == "dur.py"
 
 
+def test_a_missing_package_skips_units_and_fails_searches_with_the_install_hint(
+        registered, folder, tmp_path, monkeypatch):
+    import lar.layers.bm25 as mod
+
+    monkeypatch.setattr(mod, "missing_dependency", lambda stem: "bm25s")
+    with lar.open(folder, state=tmp_path / "state") as eng:  # opening never fails
+        layer = eng.layers["bm25"]
+        eng.build(timebox=60, layers=["bm25"])
+        assert set(layer.built().values()) == {"skipped"}
+        assert "lar[lexical]" in layer.status(eng.scope_view()).notes
+        res = eng.search("platypus", layers=["bm25"], timebox=5)
+        run, = [r for r in res.runs if r.name == "bm25"]
+        assert run.state.value == "failed" and "lar[lexical]" in run.reason
+        old_version = layer.build_version
+    monkeypatch.undo()
+    with lar.open(folder, state=tmp_path / "state") as eng:  # installed now: rebuilt lazily
+        layer = eng.layers["bm25"]
+        assert layer.build_version != old_version
+        assert layer.status(eng.scope_view()).coverage == 0.0
+
+
 def test_units_without_terms_are_skipped(registered, folder, tmp_path):
     (folder / "ops.txt").write_text("+ - * / = ; a b c\n")
     with _open(folder, tmp_path) as eng:
