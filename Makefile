@@ -12,6 +12,8 @@ $(STAMP): pyproject.toml constraints.txt
 	# the CPU torch build on disk first: anything else would pull a multi-GB CUDA build
 	$(BIN)/python -m pip install -q -c constraints.txt torch==2.13.0
 	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev,notebook,eval,bench]"
+	# pylate pinned and without its dependencies: unpinned it pulls a CUDA torch via fast-plaid
+	$(BIN)/python -m pip install -q --no-deps pylate==1.6.0
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -88,6 +88,31 @@ class _LoopThread:
             self.loop.close()
 
 
+def layer_variants(config: Mapping[str, Any], factories: Mapping[str, Any]) -> dict[str, Any]:
+    """Separately named layers from ``config["layer_variants"]``: ``{name: {"base": layer,
+    **options}}``, e.g. a second ``late`` layer over a local ColBERT checkpoint, or ``late`` with
+    token pooling beside the plain one. The base layer class must offer ``variant(name, opts)``."""
+    out: dict[str, Any] = {}
+    variants = config.get("layer_variants") or {}
+    if not isinstance(variants, Mapping):
+        raise ConfigError("config 'layer_variants' must map layer names to {'base': ..., options}")
+    for name, opts in variants.items():
+        if not isinstance(opts, Mapping) or "base" not in opts:
+            raise ConfigError(f"layer variant {name!r} needs a 'base' layer name, e.g. "
+                              "{'base': 'late', 'model': '/path/to/checkpoint'}")
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_-]{0,39}", name):
+            raise ConfigError(f"layer variant name {name!r}: use lowercase letters, digits, - or _")
+        if name in factories:
+            raise ConfigError(f"layer variant {name!r} clashes with a registered layer")
+        base = factories.get(opts["base"])
+        if base is None or not hasattr(base, "variant"):
+            able = sorted(n for n, f in factories.items() if hasattr(f, "variant"))
+            raise ConfigError(f"layer variant {name!r}: base {opts['base']!r} cannot be varied; "
+                              f"choose one of {', '.join(able)}")
+        out[name] = base.variant(name, dict(opts))
+    return out
+
+
 class Engine:
     def __init__(
         self,
@@ -132,7 +157,9 @@ class Engine:
                                 reader=self.reader, config=self.config, detect=self._detect,
                                 max_bytes=self.max_bytes)
         self.layers: dict[str, Any] = {}
-        for name, factory in sorted(registered_layers().items()):
+        factories = dict(registered_layers())
+        factories.update(layer_variants(self.config, factories))
+        for name, factory in sorted(factories.items()):
             self.layers[name] = factory(self.ctx)
         from .scheduler import Builder
 

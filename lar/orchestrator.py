@@ -23,6 +23,8 @@ MIN_POOL = 20
 # Layers get the deadline minus this margin so they can return partial results themselves; a
 # layer still running at the real deadline is cancelled.
 LAYER_MARGIN = 0.004
+# how long (fraction of the timebox) an ``early_candidates`` layer waits for the cheap layers
+EARLY_WAIT = 0.2
 
 
 @dataclass
@@ -45,11 +47,13 @@ def pool_size(k: int, emphasis: str) -> int:
 
 
 async def _run_layer(name, layer, query, scope, budget: Budget, role, candidates=None,
-                     ready=None) -> _Outcome:
+                     ready=None, early=None) -> _Outcome:
     t0 = time.monotonic()
     try:
         if ready is not None:  # building layers wait for the shared change detection
             await asyncio.shield(ready)
+        if early is not None:  # a scanning layer starts with the cheap layers' candidates
+            candidates = await early()
         hits = await layer.search(query, scope, budget, candidates)
         hits = list(hits or [])
         for h in hits:
@@ -153,8 +157,44 @@ async def orchestrate(
     def needs(layer):
         return ready if ready is not None and not getattr(layer, "always_current", True) else None
 
+    # Layers with ``early_candidates`` (an exact scan that can order its work) wait for the
+    # always-current generate layers (at most EARLY_WAIT of the timebox) and get their fused hits
+    # as candidates: those units are scanned first.
+    cheap = [n for n, l in gen if getattr(l, "always_current", True)]
+    cheap_hits: dict[str, list[Hit]] = {}
+    cheap_done = asyncio.Event()
+    if not cheap:
+        cheap_done.set()
+
+    def note_cheap(o: _Outcome) -> _Outcome:
+        if o.name in cheap:
+            if o.hits:
+                cheap_hits[o.name] = o.hits
+            cheap.remove(o.name)
+            if not cheap:
+                cheap_done.set()
+        return o
+
+    async def tracked(job):
+        return note_cheap(await job)
+
+    async def early() -> list[Candidate]:
+        try:
+            await asyncio.wait_for(cheap_done.wait(), timeout=max(0.0, EARLY_WAIT * timebox))
+        except asyncio.TimeoutError:
+            pass
+        got = dict(cheap_hits)
+        if not got:
+            return []
+        groups = group_hits(got)
+        items = fuse("rrf", runs_for_fusion(groups, got), k=pool, c=rrf_c)
+        by_key = {g.key: g for g in groups}
+        return [Candidate(by_key[it.key].span, None) for it in items]
+
     outcomes = await _run_phase(
-        [_run_layer(n, l, per_query[n], scope, budget(), "generate", ready=needs(l)) for n, l in gen],
+        [tracked(_run_layer(n, l, per_query[n], scope, budget(), "generate", ready=needs(l),
+                            early=early if getattr(l, "early_candidates", False) else None))
+         for n, l in gen],
         deadline)
     per_layer: dict[str, list[Hit]] = {}
     for o in outcomes:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 _tmp_home = tempfile.mkdtemp(prefix="lar-test-home-")
-for var in ("XDG_CACHE_HOME", "IR_DATASETS_HOME", "TORCH_EXTENSIONS_DIR", "MPLCONFIGDIR"):
+for var in ("XDG_CACHE_HOME", "IR_DATASETS_HOME", "TORCH_EXTENSIONS_DIR", "MPLCONFIGDIR",
+            "LAR_CACHE_DIR", "HF_HOME"):
     os.environ.setdefault(var, os.path.join(_tmp_home, var.lower()))
 
 CODE = '''"""Timebox helpers."""

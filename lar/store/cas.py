@@ -9,6 +9,7 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 HASH_BYTES = 16  # 32 hex chars; blake2b is fast and collision-safe at this size for a corpus
 
@@ -18,14 +19,19 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=HASH_BYTES).hexdigest()
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Write ``data`` to ``path`` so that readers never see a partial file (temp + rename);
-    ``durable`` also fsyncs before the rename."""
+def atomic_write(path: Path, data: bytes | Callable[[BinaryIO], None], *,
+                 durable: bool = True) -> None:
+    """Write ``data`` (bytes, or a function writing to the open file) to ``path`` so that
+    readers never see a partial file (temp + rename); ``durable`` also fsyncs before the rename.
+    On any error the temp file is removed and ``path`` keeps its old content."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            if callable(data):
+                data(fh)
+            else:
+                fh.write(data)
             if durable:
                 fh.flush()
                 os.fsync(fh.fileno())

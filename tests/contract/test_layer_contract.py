@@ -23,7 +23,7 @@ def _candidates(eng, view):
 def _built(eng, name):
     """Building layers are built first (the contract is about searching a built layer)."""
     if not getattr(eng.layers[name], "always_current", True):
-        eng.build(timebox=60, layers=[name])
+        eng.build(timebox=600, layers=[name])
 
 
 def _search(eng, name, text, scope=None, seconds=2.0, build=True):
@@ -71,7 +71,7 @@ def test_building_layers_report_coverage_before_and_after(engine, name):
         assert layer.status(engine.scope_view()).coverage == 1.0
         return
     before = layer.status(engine.scope_view()).coverage
-    engine.build(timebox=60, layers=[name])
+    engine.build(timebox=600, layers=[name])
     after = layer.status(engine.scope_view())
     assert before < 1.0 and after.coverage == 1.0 and after.built_units == after.units
 

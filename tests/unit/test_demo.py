@@ -1,8 +1,12 @@
 """The scripted demo (``lar demo``) on the embedded corpus, run in a temporary work folder."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
+
+import pytest
 
 from lar.demo import QUERIES, _sources, data_dir, run_demo
 
@@ -18,12 +22,22 @@ TEX_FILES = {
 GEP = "papers/good-enough-practices/good-enough-practices-for-scientific-computing.tex"
 
 
-def _run(workdir, capsys) -> dict:
+def _run(workdir) -> dict:
     # a generous timebox so that a slow machine still lets every layer finish
-    rc = run_demo(timebox=5.0, as_json=True, workdir=workdir)
-    out = capsys.readouterr().out
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = run_demo(timebox=5.0, as_json=True, workdir=workdir)
+    out = buf.getvalue()
     assert rc == 0, out
     return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    """One demo run (it builds every layer, the model layers included) shared by the tests;
+    the later runs in the same folder reuse its corpus and state."""
+    work = tmp_path_factory.mktemp("demo")
+    return work, _run(work)
 
 
 def _query(doc: dict, query) -> dict:
@@ -42,8 +56,8 @@ def test_shipped_corpus_is_small_and_has_no_pdfs():
         assert "CC BY" in source
 
 
-def test_demo_json(tmp_path, capsys):
-    doc = _run(tmp_path, capsys)
+def test_demo_json(first_run):
+    tmp_path, doc = first_run
     corpus = tmp_path / ".lar-demo" / "corpus"
     assert doc["corpus"] == str(corpus)
     assert (tmp_path / ".lar-demo" / "state").is_dir()
@@ -106,18 +120,19 @@ def test_demo_json(tmp_path, capsys):
     assert all(h["path"].startswith("papers/") for h in scoped["hits"])
 
 
-def test_second_run_reuses_corpus_and_state(tmp_path, capsys):
-    _run(tmp_path, capsys)
+def test_second_run_reuses_corpus_and_state(first_run):
+    tmp_path, _ = first_run
     stale = tmp_path / ".lar-demo" / "corpus" / "prose" / "stale.md"
     stale.write_text("a file the shipped corpus does not have\n")
-    doc = _run(tmp_path, capsys)
+    doc = _run(tmp_path)
     assert doc["synced"]["written"] == 0
     assert doc["synced"]["removed"] == 1
     assert not stale.exists()
     assert doc["status"]["last_scan"]["added"] == 0
 
 
-def test_demo_text_output(tmp_path, capsys):
+def test_demo_text_output(first_run, capsys):
+    tmp_path, _ = first_run
     assert run_demo(timebox=5.0, workdir=tmp_path) == 0
     out = capsys.readouterr().out
     assert "lar-src/timebox.py:" in out

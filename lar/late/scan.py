@@ -1,0 +1,118 @@
+"""Exact MaxSim over many units' sidecars, block by block, abortable between blocks.
+
+Units come in the caller's priority order; their token matrices are gathered into blocks of about
+``block_tokens`` rows (each chunk is one "document" of the kernel), scored exactly with
+``lar.maxsim`` (numpy, or torch on CUDA), and the best ``k`` chunks are kept. ``should_stop`` is
+checked before each block: the scan then returns what it scored, and which units that was.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+
+from ..maxsim import maxsim
+from ..vectors.encoding import UnitEncoding
+
+__all__ = ["ScanResult", "scan_units", "DEFAULT_BLOCK_TOKENS"]
+
+DEFAULT_BLOCK_TOKENS = 1 << 16
+
+
+@dataclass
+class ScanResult:
+    top: list[tuple[float, str, int]] = field(default_factory=list)  # (score, hash, chunk), best first
+    scanned: list[str] = field(default_factory=list)
+    tokens: int = 0
+    blocks: int = 0
+    aborted: bool = False
+    unreadable: list[tuple[str, str]] = field(default_factory=list)  # (hash, why)
+
+
+def _block_matrix(encs: list[UnitEncoding]) -> np.ndarray:
+    if all(e.token_scales is None for e in encs):
+        if len(encs) == 1:
+            return encs[0].tokens
+        return np.concatenate([e.tokens for e in encs], axis=0)
+    return np.concatenate([e.tokens_f32() for e in encs], axis=0)
+
+
+def scan_units(
+    q: np.ndarray,
+    weights: np.ndarray,
+    hashes: Iterable[str],
+    load: Callable[[str], UnitEncoding | None],
+    k: int,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+    block_tokens: int = DEFAULT_BLOCK_TOKENS,
+    backend: str = "auto",
+    device=None,
+    min_score: float | None = None,
+) -> ScanResult:
+    """Score every chunk of the units ``hashes`` (in order); keep the ``k`` best.
+
+    ``load(h)`` returns the unit's encoding or None (skipped: absent, corrupt, or empty); it may
+    raise ``LookupError``/``OSError`` with the reason, recorded in ``unreadable``."""
+    res = ScanResult()
+    heap: list[tuple[float, str, int]] = []  # min-heap of the k best (score, hash, chunk)
+    pending: list[tuple[str, UnitEncoding]] = []
+    pending_tokens = 0
+
+    def flush() -> None:
+        nonlocal pending, pending_tokens
+        if not pending:
+            return
+        encs = [e for _, e in pending]
+        x = _block_matrix(encs)
+        offsets = np.cumsum([0] + [e.n_tokens for e in encs[:-1]])
+        starts = np.concatenate([e.chunk_starts.astype(np.int64) + o for e, o in zip(encs, offsets)])
+        scores = maxsim(q, x, starts, weights, backend=backend, device=device)
+        counts = [e.n_chunks for e in encs]
+        owner = np.repeat(np.arange(len(encs)), counts)
+        chunk_of = np.arange(scores.shape[0]) - np.repeat(np.cumsum([0] + counts[:-1]), counts)
+        cand = np.arange(scores.shape[0])
+        if min_score is not None:
+            cand = cand[scores >= min_score]
+        if cand.shape[0] > k:
+            cand = cand[np.argpartition(-scores[cand], k - 1)[:k]]
+        for i in cand.tolist():
+            item = (float(scores[i]), pending[owner[i]][0], int(chunk_of[i]))
+            if len(heap) < k:
+                heapq.heappush(heap, item)
+            elif item > heap[0]:
+                heapq.heapreplace(heap, item)
+        res.scanned.extend(h for h, _ in pending)
+        res.tokens += int(x.shape[0])
+        res.blocks += 1
+        pending, pending_tokens = [], 0
+
+    for h in hashes:
+        if pending_tokens == 0 and should_stop():
+            res.aborted = True
+            break
+        try:
+            enc = load(h)
+        except (LookupError, OSError) as exc:
+            res.unreadable.append((h, str(exc)))
+            continue
+        if enc is None or enc.n_tokens == 0:
+            res.scanned.append(h)
+            continue
+        pending.append((h, enc))
+        pending_tokens += enc.n_tokens
+        if pending_tokens >= block_tokens:
+            if should_stop():
+                pending, pending_tokens = [], 0
+                res.aborted = True
+                break
+            flush()
+    else:
+        if pending and should_stop():
+            res.aborted = True
+        else:
+            flush()
+    res.top = sorted(heap, key=lambda t: (-t[0], t[1], t[2]))
+    return res

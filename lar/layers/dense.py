@@ -1,0 +1,229 @@
+"""``dense`` and ``static``: one vector per chunk, exact cosine over all stored vectors.
+
+``dense`` uses a bi-encoder (default the packaged all-MiniLM-L6-v2; ``dense_model`` may name any
+local sentence-transformers checkpoint): its chunk vectors are the pooled vectors of the shared
+encoder pass (``lar.vectors.shared``), so ``dense`` plus ``late`` cost one pass per chunk.
+``static`` uses a Model2Vec model distilled from the local MiniLM on first use (cached; or any
+local Model2Vec folder via ``static_model``): no transformer at all, ~100x cheaper to build.
+
+Vectors are stored as float16 in a ``ChunkVectorStore`` (an append-only memory-mapped pack plus
+a SQLite row table, checksummed) and searched exactly (blocks of rows, abortable between blocks).
+Query: free text (no re-indexing options); the hit span is the chunk.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError, LarError, QueryError
+from ..layer import Budget, Candidate, LayerContext, ScopeView, Unit
+from ..types import Hit, Span
+from .embedding_base import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
+
+STATIC_CHUNK_BYTES = 1200
+
+
+def parse_text_query(query: Any, layer: str) -> str:
+    if isinstance(query, str) and query.strip():
+        return query
+    raise QueryError(layer, f"give free text; got {query!r}")
+
+
+class ChunkVectorLayer(EmbeddingLayer):
+    """Shared search/storage of the chunk-vector layers; subclasses encode."""
+
+    defaults = {"model": None, "device": None, "max_unit_bytes": DEFAULT_MAX_UNIT_BYTES}
+    score_kind = "cosine"
+
+    def __init__(self, ctx: LayerContext):
+        super().__init__(ctx)
+        self._model_id = "none"
+        self._store = None
+        self._lock = threading.RLock()  # store -> dim -> encoder re-enter it
+        self._resolve()
+
+    def _resolve(self) -> None:  # sets self._model_id or self._problem
+        raise NotImplementedError
+
+    @property
+    def build_version(self) -> str:
+        return f"{super().build_version}+m{self._model_id}"
+
+    def dim(self) -> int:
+        raise NotImplementedError
+
+    def encode_unit(self, unit: Unit, doc) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk spans (n, 2), unit vectors (n, dim))."""
+        raise NotImplementedError
+
+    def encode_query(self, text: str) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def store(self):
+        self.fail_if_unusable()
+        with self._lock:
+            if self._store is None:
+                from ..vectors.chunkstore import ChunkVectorStore
+
+                self._store = ChunkVectorStore(self.dir / f"vectors-{self._model_id}", self.dim())
+            return self._store
+
+    def index_unit(self, unit: Unit, doc) -> dict[str, Any]:
+        self.text_of(doc)
+        spans, vecs = self.encode_unit(unit, doc)
+        self.store.put(unit.hash, np.asarray(spans, dtype=np.int64).reshape(-1, 2),
+                       np.asarray(vecs, dtype=np.float32).reshape(-1, self.dim()))
+        return {"chunks": int(len(spans))}
+
+    def drop(self, hashes: set[str]) -> None:
+        if self._store is not None or self.problem() is None:
+            try:
+                self.store.drop(hashes)
+            except LarError:
+                pass
+
+    async def search(self, query: Any, scope: ScopeView, budget: Budget,
+                     candidates: Sequence[Candidate] | None = None) -> list[Hit]:
+        text = parse_text_query(query, self.name)
+        self.fail_if_unusable()
+        return await asyncio.to_thread(self._search, text, scope, budget)
+
+    def _search(self, text: str, scope: ScopeView, budget: Budget) -> list[Hit]:
+        paths, done, ok = self.scope_state(scope)
+        if not paths:
+            budget.set_coverage(1.0)
+            return []
+        processed = sum(1 for h in paths if h in done)
+        if not ok:
+            budget.set_coverage(processed / len(paths))
+            return []
+        q = self.encode_query(text)
+        found = self.store.search(q, ok, budget.pool, should_stop=budget.expired)
+        results, fraction = found.hits, found.fraction
+        bad = [h for h, _ in self.store.problems() if h in ok]
+        if bad:
+            self.manifest.forget(bad)
+            budget.notes["corrupt"] = f"{len(bad)} units' stored vectors were corrupt: dropped, queued for rebuilding"
+        budget.set_coverage((processed - len(ok) * (1.0 - fraction)) / len(paths))
+        if fraction < 1.0:
+            budget.notes["partial"] = True
+        hits = []
+        for h, s, e, score in results:
+            hits.append(Hit.single(self.name, Span(h, int(s), int(e)), rank=len(hits) + 1,
+                                   score=float(score), score_kind=f"{self.score_kind} ({self._model_id})",
+                                   query=text))
+        budget.offer(hits)
+        return hits
+
+
+class DenseLayer(ChunkVectorLayer):
+    name = "dense"
+    version = "1"
+    query_format = "free text (a question or a description); meaning, not words"
+    cost = "built lazily: one transformer pass per chunk (shared with late); exact cosine scan"
+    cost_rank = 70
+    score_kind = "cosine of pooled bi-encoder vectors"
+
+    def _resolve(self) -> None:
+        try:
+            from ..embed.models import resolve_model
+
+            ref = resolve_model(self.options["model"])
+            if ref.kind not in ("sentence-transformers", "transformers"):
+                raise ConfigError(f"layer {self.name!r}: {ref.path} is a {ref.kind} checkpoint; "
+                                  "dense needs a sentence-transformers bi-encoder")
+            self._ref = ref
+            self._model_id = ref.model_id
+        except LarError as exc:
+            self._problem = exc
+        self._shared = None
+
+    @property
+    def shared(self):
+        self.fail_if_unusable()
+        if self._shared is None:
+            from ..embed.encoder import get_encoder
+            from ..vectors.shared import SharedEncodings
+
+            enc = get_encoder(self._ref.path, device=self.options["device"])
+            self._shared = SharedEncodings(self.ctx.state_dir, enc)
+        return self._shared
+
+    def dim(self) -> int:
+        return int(self.shared.encoder.pooled_dim)
+
+    def encode_unit(self, unit: Unit, doc):
+        enc = self.shared.encode(unit.hash, doc)
+        return enc.chunk_spans, np.asarray(enc.pooled, dtype=np.float32)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        try:
+            return np.asarray(self.shared.encoder.encode_query(text).pooled, dtype=np.float32)
+        except QueryError as exc:
+            raise QueryError(self.name, str(exc).split(": ", 1)[-1]) from None
+
+    def drop(self, hashes: set[str]) -> None:
+        super().drop(hashes)
+        if self._shared is not None:
+            self._shared.drop(hashes)
+
+
+class StaticLayer(ChunkVectorLayer):
+    name = "static"
+    version = "1"
+    query_format = "free text; static word vectors (Model2Vec), so fast but shallow"
+    cost = "built lazily: static token-vector averages per chunk (no transformer); exact cosine"
+    cost_rank = 40
+    score_kind = "cosine of Model2Vec chunk vectors"
+    extra_modules = ("model2vec",)
+
+    def _resolve(self) -> None:
+        self._encoder = None
+        spec = self.options["model"]
+        try:
+            if spec is None:
+                from ..embed.models import resolve_model
+
+                self._model_id = "m2v-" + resolve_model(None).model_id
+            else:
+                from pathlib import Path
+
+                p = Path(str(spec)).expanduser()
+                if not p.is_dir():
+                    raise ConfigError(f"layer {self.name!r}: static_model {spec!r} is not a local "
+                                      "folder; lar never downloads models")
+                from ..embed.models import resolve_model
+
+                self._model_id = resolve_model(p).model_id
+        except LarError as exc:
+            self._problem = exc
+
+    def encoder(self):
+        self.fail_if_unusable()
+        with self._lock:
+            if self._encoder is None:
+                from ..embed.static import get_static_encoder
+
+                self._encoder = get_static_encoder(self.options["model"])
+            return self._encoder
+
+    def dim(self) -> int:
+        return int(self.encoder().dim)
+
+    def encode_unit(self, unit: Unit, doc):
+        from ..chunking import chunk
+
+        spans = chunk(doc, target=STATIC_CHUNK_BYTES)
+        texts = [doc.text[s:e].decode("utf-8", errors="replace") for s, e in spans]
+        vecs = self.encoder().encode(texts) if texts else np.zeros((0, self.dim()), np.float32)
+        return np.asarray(spans, dtype=np.int64).reshape(-1, 2), vecs
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return np.asarray(self.encoder().encode([text])[0], dtype=np.float32)
+
+
+Dense = DenseLayer
