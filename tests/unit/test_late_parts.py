@@ -118,3 +118,37 @@ def test_explanation_contributions_sum_to_the_scan_score():
         a, b = e.chunk_rows(c)
         ex = explain(q, e.tokens_f32(a, b), w)
         assert abs(float(np.sum(ex.contrib)) - score) < 1e-4
+
+
+def test_out_of_memory_block_is_a_clear_error(monkeypatch):
+    import lar.late.scan as scan
+    from lar.errors import ConfigError
+
+    rng = np.random.default_rng(6)
+    units = {"b" * 32: _unit(rng, [10, 10])}
+
+    def boom(*a, **k):
+        raise MemoryError()
+
+    monkeypatch.setattr(scan, "maxsim", boom)
+    with pytest.raises(ConfigError, match="lower the layer's block_tokens"):
+        scan.scan_units(np.ones((2, 8), np.float32), np.ones(2, np.float32), list(units),
+                        units.get, 3)
+
+
+def test_arena_blocks_are_views_not_copies():
+    from dataclasses import replace
+
+    from lar.late.arena import TokenArena
+    from lar.late.scan import _adjacent_view, _block_matrix
+
+    rng = np.random.default_rng(7)
+    arena = TokenArena()
+    encs = [_unit(rng, [5, 3]) for _ in range(4)]
+    held = [replace(e, tokens=arena.add(e.tokens)) for e in encs]
+    block = _block_matrix(held)
+    assert np.shares_memory(block, arena.segments[0]) and block.shape[0] == 32
+    assert np.array_equal(block, np.concatenate([e.tokens for e in encs]))
+    assert _adjacent_view(held[::-1]) is None  # out of order: gathered by copy instead
+    assert not np.shares_memory(_block_matrix(held[::-1]), arena.segments[0])
+    assert _adjacent_view(encs) is None  # separate arrays
