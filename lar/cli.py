@@ -1,4 +1,4 @@
-"""The ``lar`` command: index, status, search, fetch, inventory, read, build, demo.
+"""The ``lar`` command: index, status, search, fetch, inventory, read, build, demo, eval.
 
 Every command takes ``--root`` (default: the current folder) and ``--state``; ``--json`` prints
 the stable JSON documented in the README (each object carries ``"schema": 1``).
@@ -70,7 +70,31 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="run the scripted demo on the embedded corpus")
     d.add_argument("--timebox", type=_duration, default=0.5)
     d.add_argument("--json", action="store_true")
+    e = sub.add_parser("eval", add_help=False,
+                       help="evaluation harness: lar eval beir DIR --split NAME (python -m evals)")
+    e.add_argument("args", nargs=argparse.REMAINDER)
     return p
+
+
+def _eval(argv: Sequence[str]) -> int:
+    """``lar eval ...``: hand the rest of the command line to the evaluation harness."""
+    import importlib
+    import os
+
+    try:
+        eval_main = importlib.import_module("evals.cli").main
+    except ImportError as exc:
+        if exc.name not in ("evals", "evals.cli"):
+            raise
+        # an install that predates the harness: use the checkout we are standing in, if any
+        if not os.path.isfile(os.path.join("evals", "cli.py")):
+            print("lar: error: the evaluation harness (package 'evals') is not importable; run it "
+                  "from the repository root as: python -m evals " + " ".join(argv)
+                  + " (or reinstall lar: pip install -e .)", file=sys.stderr)
+            return 2
+        sys.path.insert(0, os.getcwd())
+        eval_main = importlib.import_module("evals.cli").main
+    return eval_main(list(argv))
 
 
 def _print(obj: Any, as_json: bool) -> None:
@@ -82,6 +106,9 @@ def _print(obj: Any, as_json: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["eval"]:
+        return _eval(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         if args.cmd == "demo":

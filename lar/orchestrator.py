@@ -61,9 +61,10 @@ async def _run_layer(name, layer, query, scope, budget: Budget, role, candidates
                 raise LarError(f"layer {name!r} returned a hit without its own signal")
         partial = bool(budget.notes.get("partial"))
         state = RunState.ABORTED if partial else RunState.RAN
-        reason = ""
+        reason = budget.notes.get("warning", "")  # e.g. corrupt artefacts dropped and queued
         if partial:
-            reason = budget.notes.get("truncated") or "timebox ended; returned partial results"
+            reason = "; ".join(x for x in (budget.notes.get("truncated")
+                                           or "timebox ended; returned partial results", reason) if x)
         run = LayerRun(name, state, reason, len(hits), time.monotonic() - t0, budget.coverage, role, query)
         return _Outcome(name, role, hits, run, time.monotonic())
     except asyncio.CancelledError:

@@ -107,7 +107,7 @@ class ChunkVectorLayer(EmbeddingLayer):
         bad = [h for h, _ in self.store.problems() if h in ok]
         if bad:
             self.manifest.forget(bad)
-            budget.notes["corrupt"] = f"{len(bad)} units' stored vectors were corrupt: dropped, queued for rebuilding"
+            budget.notes["warning"] = f"{len(bad)} units' stored vectors were corrupt: dropped, queued for rebuilding"
         budget.set_coverage((processed - len(ok) * (1.0 - fraction)) / len(paths))
         if fraction < 1.0:
             budget.notes["partial"] = True
@@ -207,8 +207,11 @@ class DenseLayer(ChunkVectorLayer):
 
     def drop(self, hashes: set[str]) -> None:
         super().drop(hashes)
-        if self._shared is not None:
-            self._shared.drop(hashes)
+        if not self._e5_variant:
+            try:
+                self.shared.drop(hashes)
+            except LarError:
+                pass  # unusable model: nothing of it was stored
 
 
 class StaticLayer(ChunkVectorLayer):

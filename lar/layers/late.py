@@ -221,8 +221,10 @@ class LateLayer(EmbeddingLayer):
 
     def drop(self, hashes: set[str]) -> None:
         self.forget_cached(hashes)
-        if self._shared is not None:
-            self._shared.drop(hashes)
+        try:  # dead units' shared encodings go too (this loads the model once)
+            self.shared.drop(hashes)
+        except LarError:
+            pass  # unusable model: nothing of it was stored
         for h in hashes:
             self._derived_path(h).unlink(missing_ok=True)
 
@@ -348,9 +350,9 @@ class LateLayer(EmbeddingLayer):
                          device=self.options["device"], min_score=min_score)
         budget.set_coverage((not_ok + len(res.scanned)) / len(paths))
         if res.unreadable:
-            budget.notes["corrupt"] = (f"{len(res.unreadable)} sidecars were corrupt or missing: "
+            budget.notes["warning"] = (f"{len(res.unreadable)} sidecars were corrupt or missing: "
                                        "dropped, not scored, queued for rebuilding")
-        if res.aborted or len(res.scanned) < len(ok):
+        if res.aborted or len(res.scanned) + len(res.unreadable) < len(ok):
             budget.notes["partial"] = True
             budget.notes["truncated"] = (f"timebox ended after scanning {len(res.scanned)} of "
                                          f"{len(ok)} built units ({res.tokens} tokens)")

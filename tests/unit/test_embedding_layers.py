@@ -90,7 +90,7 @@ def test_corrupt_sidecar_is_dropped_reported_and_rebuilt(built):
     res = _search(built, FUSION_QUERY, "late")
     assert all(hit.hash != h for hit in res.hits)  # never scored
     run = {r.name: r for r in res.runs}["late"]
-    assert run.coverage < 1.0
+    assert run.coverage < 1.0 and "corrupt" in run.reason and run.state.value == "ran"
     assert late.built().get(h) is None  # forgotten: pending again
     built.build(timebox=120, layers=["late"])
     res = _search(built, FUSION_QUERY, "late")

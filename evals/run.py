@@ -1,0 +1,371 @@
+"""Score lar's routes, fusion policies and default search on a BEIR split.
+
+:func:`run_beir` (and :func:`evaluate_beir`, which also returns the per-query lists):
+
+1. writes the corpus as files (:func:`evals.data.materialise`) and opens ``lar.open(root)``;
+2. builds the selected building layers, one after the other, within ``build_timebox`` seconds
+   in all, and records each layer's build time and coverage (``eng.status()``);
+3. for every query: (a) each route alone, ``eng.search(text, layers=[route], k=pool,
+   timebox=timebox)`` with ``pool = max(20, 5 k)``, the depth the orchestrator takes from each
+   layer; (b) each fusion policy computed offline from those per-route hit lists with
+   ``lar.merge.group_hits`` + ``runs_for_fusion`` + ``lar.fusion.fuse(policy, runs, k=k,
+   c=rrf_c)``: exactly the orchestrator's last step, routes in the orchestrator's order (generate
+   layers by cost, then refine layers); (c) "default": one real ``eng.search(text, layers=routes,
+   k=k, timebox=timebox)`` with the engine's default fusion;
+4. maps hits to documents (every path of a hit; a document keeps its best rank) and scores the
+   first ``k`` hits of each list with ranx; a route alone is cut to its first ``k`` hits, like a
+   caller asking it for ``k`` hits;
+5. adds the comparisons (:mod:`evals.compare`), the miss attribution (:mod:`evals.attribution`),
+   the per-query-type breakdown and, when asked, the anytime curve (:mod:`evals.anytime`), and
+   writes TREC run files (``runs/route-<name>.trec``, ``runs/fusion-<policy>.trec``,
+   ``runs/default.trec``).
+
+Each route alone gets the whole timebox, while the default search shares one timebox among the
+routes; offline fusion therefore shows what fusion does with complete route lists.
+
+Summary (``"schema": 1``; documented in ``evals/README.md``)::
+
+    {"schema", "dataset", "split", "n_queries", "settings": {...},
+     "routes": {route: {metric: value}}, "fusion": {policy: {metric: value}},
+     "default": {metric: value},
+     "timing": {"build_s": {layer: s}, "query_ms": {route | policy | "default": {"mean", "p95"}}},
+     "coverage": {layer: fraction}, "run_states": {"routes": {...}, "default": {...}},
+     "data_report": {...}, "comparisons": {...}, "attribution": {...}, "per_type": {...},
+     "anytime": [...] (only when asked), "runs_dir": path | null}
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from lar.errors import UnknownLayerError
+from lar.fusion import POLICIES, fuse
+from lar.merge import group_hits, merged_hit, runs_for_fusion
+from lar.orchestrator import pool_size
+
+from .data import BeirData, materialise
+from .errors import EvalConfigError
+from .metrics import check_metrics, check_trec_ids, evaluate, rounded, write_trec
+
+SCHEMA_VERSION = 1
+DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@100", "mrr@10", "map")
+DEFAULT_FUSION: tuple[str, ...] = ("rrf", "route-unique", "combsum", "combmnz")
+
+
+@dataclass
+class BeirEvaluation:
+    """A run's summary plus what the comparisons need, per query.
+
+    Labels: ``"route:<name>"``, ``"fusion:<policy>"`` and ``"default"``. ``rankings[label][qid]``:
+    documents of the first ``k`` hits, best first; ``top[label][qid]``: documents of the first
+    ``attribution_k`` hits (a policy fused again with ``k=attribution_k``, as a caller asking
+    for that many hits gets it); ``pools[route][qid]``: every document the route returned (its
+    whole candidate list); ``per_query[label][metric][qid]``: ranx values.
+    """
+
+    summary: dict[str, Any]
+    qids: list[str]
+    qrels: dict[str, dict[str, int]]
+    rankings: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    top: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    pools: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    per_query: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    root: Path | None = None
+    path_to_doc: dict[str, str] = field(default_factory=dict)
+
+
+# -- validation -------------------------------------------------------------------------------
+def check_policies(fusion: Sequence[str] | str) -> list[str]:
+    if isinstance(fusion, str):
+        fusion = [p.strip() for p in fusion.split(",") if p.strip()]
+    out = []
+    for p in fusion:
+        if p not in POLICIES:
+            raise EvalConfigError(f"unknown fusion policy {p!r}; valid policies: {', '.join(POLICIES)}")
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise EvalConfigError(f"{what} must be a positive integer, got {value!r}")
+    return value
+
+
+def _positive_float(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or math.isinf(value):
+        raise EvalConfigError(f"{what} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def resolve_routes(eng, routes: Sequence[str] | str | None) -> list[str]:
+    """The routes to score, in the engine's order; unknown names raise ``UnknownLayerError``."""
+    known = list(eng.layers)
+    if routes is None:
+        return known
+    if isinstance(routes, str):
+        routes = [r.strip() for r in routes.split(",") if r.strip()]
+    for r in routes:
+        if r not in eng.layers:
+            raise UnknownLayerError(r, known)
+    if not routes:
+        raise EvalConfigError(f"give at least one route; known layers: {', '.join(known)}")
+    return [n for n in known if n in routes]
+
+
+def fusion_order(eng, routes: Sequence[str]) -> list[str]:
+    """The order in which the orchestrator hands layers to fusion: generate layers by cost, then
+    refine layers by cost (a stable sort of the engine's layer order)."""
+    def key(n: str):
+        layer = eng.layers[n]
+        return (0 if "generate" in layer.roles else 1, getattr(layer, "cost_rank", 50))
+
+    return sorted(routes, key=key)
+
+
+def select_queries(data: BeirData, max_queries: int | None, seed: int) -> list[str]:
+    """Scored queries in file order; ``max_queries`` draws a seeded random sample of them."""
+    qids = data.scored_queries()
+    if max_queries is not None:
+        _positive_int(max_queries, "max_queries")
+        if max_queries < len(qids):
+            keep = set(random.Random(seed).sample(qids, max_queries))
+            qids = [q for q in qids if q in keep]
+    return qids
+
+
+# -- building and timing ----------------------------------------------------------------------
+def build_layers(eng, routes: Sequence[str], timebox: float) -> tuple[dict[str, float], dict[str, Any]]:
+    """Build each selected building layer in turn within ``timebox`` seconds in all."""
+    deadline = time.monotonic() + timebox
+    seconds: dict[str, float] = {}
+    reports: dict[str, Any] = {}
+    for name in routes:
+        if getattr(eng.layers[name], "always_current", True):
+            continue
+        left = deadline - time.monotonic()
+        if left <= 0:
+            reports[name] = {"state": "not started: build timebox spent"}
+            seconds[name] = 0.0
+            continue
+        t0 = time.perf_counter()
+        rep = eng.build(timebox=left, layers=[name])
+        seconds[name] = round(time.perf_counter() - t0, 3)
+        reports[name] = rep.get("layers", {}).get(name, {})
+    return seconds, reports
+
+
+def latency(seconds: Sequence[float]) -> dict[str, float | None]:
+    """Mean and 95th percentile (nearest rank) in milliseconds."""
+    xs = sorted(seconds)
+    if not xs:
+        return {"mean": None, "p95": None}
+    p95 = xs[max(0, math.ceil(0.95 * len(xs)) - 1)]
+    return {"mean": round(1000 * statistics.fmean(xs), 3), "p95": round(1000 * p95, 3)}
+
+
+# -- one query --------------------------------------------------------------------------------
+def docs_of_hits(paths_per_hit: Sequence[Sequence[str]], path_to_doc: Mapping[str, str],
+                 limit: int | None = None) -> list[str]:
+    """Documents of the first ``limit`` hits, best rank first (each hit maps every one of its
+    paths: identical files share one hit)."""
+    out: dict[str, None] = {}
+    for paths in paths_per_hit[:limit]:
+        for p in paths:
+            d = path_to_doc.get(p)
+            if d is not None:
+                out.setdefault(d, None)
+    return list(out)
+
+
+def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fusion: Sequence[str],
+              k: int, attribution_k: int, rrf_c: float, timebox: float, scope: Any,
+              path_to_doc: Mapping[str, str]) -> dict[str, Any]:
+    """Everything one query contributes: per-label document lists, timings and run states."""
+    pool = pool_size(k, "balanced")
+    per_layer, times, states = {}, {}, {}
+    for r in routes:
+        t0 = time.perf_counter()
+        res = eng.search(text, layers=[r], k=pool, timebox=timebox, scope=scope)
+        times[f"route:{r}"] = time.perf_counter() - t0
+        states[r] = res.run(r).state.value
+        per_layer[r] = list(res.hits)
+    rankings, top, pools = {}, {}, {}
+    for r, hits in per_layer.items():
+        paths = [h.paths for h in hits]
+        rankings[f"route:{r}"] = docs_of_hits(paths, path_to_doc, k)
+        top[f"route:{r}"] = docs_of_hits(paths, path_to_doc, attribution_k)
+        pools[r] = docs_of_hits(paths, path_to_doc)
+    t0 = time.perf_counter()
+    fused_input = {r: per_layer[r] for r in order if per_layer.get(r)}
+    groups = group_hits(fused_input)
+    runs = runs_for_fusion(groups, fused_input)
+    by_key = {g.key: g for g in groups}
+    shared = time.perf_counter() - t0
+    for policy in fusion:
+        t0 = time.perf_counter()
+        items = fuse(policy, runs, k=k, c=rrf_c) if groups else []
+        paths = [merged_hit(by_key[it.key], dict(it.ranks)).paths for it in items]
+        times[f"fusion:{policy}"] = shared + time.perf_counter() - t0
+        rankings[f"fusion:{policy}"] = docs_of_hits(paths, path_to_doc)
+        short = fuse(policy, runs, k=attribution_k, c=rrf_c) if groups else []
+        top[f"fusion:{policy}"] = docs_of_hits([merged_hit(by_key[it.key]).paths for it in short],
+                                               path_to_doc)
+    t0 = time.perf_counter()
+    res = eng.search(text, layers=list(routes), k=k, timebox=timebox, scope=scope)
+    times["default"] = time.perf_counter() - t0
+    paths = [h.paths for h in res.hits]
+    rankings["default"] = docs_of_hits(paths, path_to_doc)
+    if attribution_k < k:  # what a caller asking for attribution_k hits gets (route-unique slots)
+        short_res = eng.search(text, layers=list(routes), k=attribution_k, timebox=timebox, scope=scope)
+        paths = [h.paths for h in short_res.hits]
+    top["default"] = docs_of_hits(paths, path_to_doc, attribution_k)
+    default_states = {run.name: run.state.value for run in res.runs if run.name in routes}
+    return {"rankings": rankings, "top": top, "pools": pools, "times": times,
+            "states": states, "default_states": default_states}
+
+
+def _count_states(per_query: Sequence[Mapping[str, str]]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for states in per_query:
+        for name, state in states.items():
+            out.setdefault(name, {})
+            out[name][state] = out[name].get(state, 0) + 1
+    return out
+
+
+# -- the whole run ----------------------------------------------------------------------------
+def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
+                  fusion: Sequence[str] | str = DEFAULT_FUSION, rrf_c: float = 60.0, k: int = 100,
+                  timebox: float = 5.0, build_timebox: float = 600.0,
+                  metrics: Sequence[str] | str = DEFAULT_METRICS, max_queries: int | None = None,
+                  seed: int = 0, state_dir: str | Path | None = None,
+                  config: Mapping[str, Any] | None = None, out_dir: str | Path | None = None,
+                  runs_dir: str | Path | None = None, cache_root: str | Path | None = None,
+                  ext: str = "auto", scope: Any = None, attribution_k: int = 10,
+                  anytime: Sequence[float] | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> BeirEvaluation:
+    """Run the evaluation (see the module docstring) and keep the per-query lists."""
+    import lar
+
+    from .anytime import anytime_curve, check_timeboxes
+    from .attribution import attribute
+    from .compare import compare_all, per_type_breakdown
+
+    metrics = check_metrics(metrics)
+    fusion = check_policies(fusion)
+    k = _positive_int(k, "k")
+    attribution_k = _positive_int(attribution_k, "attribution_k")
+    timebox = _positive_float(timebox, "timebox")
+    build_timebox = _positive_float(build_timebox, "build_timebox")
+    if isinstance(rrf_c, bool) or not isinstance(rrf_c, (int, float)) or not rrf_c > 0:
+        raise EvalConfigError(f"rrf_c must be a positive number (usually 60), got {rrf_c!r}")
+    anytime = check_timeboxes(anytime) if anytime is not None else None
+    qids = select_queries(data, max_queries, seed)
+    if out_dir is not None and runs_dir is None:
+        runs_dir = Path(out_dir) / "runs"
+    if runs_dir is not None:
+        check_trec_ids(qids, "query")
+        check_trec_ids(data.corpus, "document")
+    root, path_to_doc = materialise(data, cache_root, ext)
+    eng = lar.open(root, state=state_dir, config=config)
+    try:
+        routes = resolve_routes(eng, routes)
+        order = fusion_order(eng, routes)
+        build_s, build_reports = build_layers(eng, routes, build_timebox)
+        status = {ls.name: ls for ls in eng.status(scope).layers}
+        coverage = {r: round(status[r].coverage, 4) for r in routes}
+        ev = BeirEvaluation(summary={}, qids=qids, qrels={q: data.qrels[q] for q in qids},
+                            root=root, path_to_doc=path_to_doc)
+        times: dict[str, list[float]] = {}
+        route_states, default_states = [], []
+        for i, qid in enumerate(qids):
+            text = data.queries[qid]["text"]
+            if text.strip():
+                got = run_query(eng, text, routes=routes, order=order, fusion=fusion, k=k,
+                                attribution_k=attribution_k, rrf_c=rrf_c, timebox=timebox,
+                                scope=scope, path_to_doc=path_to_doc)
+            else:  # an empty query retrieves nothing (and scores 0)
+                got = {"rankings": {}, "top": {}, "pools": {}, "times": {}, "states": {},
+                       "default_states": {}}
+            for part in ("rankings", "top", "pools"):
+                store = getattr(ev, part)
+                for label, docs in got[part].items():
+                    store.setdefault(label, {})[qid] = docs
+            for label, s in got["times"].items():
+                times.setdefault(label, []).append(s)
+            route_states.append(got["states"])
+            default_states.append(got["default_states"])
+            if progress is not None:
+                progress(i + 1, len(qids))
+        labels = [f"route:{r}" for r in routes] + [f"fusion:{p}" for p in fusion] + ["default"]
+        scores: dict[str, dict[str, float]] = {}
+        for label in labels:
+            means, per_q = evaluate(ev.qrels, ev.rankings.get(label, {}), metrics, name=label)
+            scores[label] = means
+            ev.per_query[label] = per_q
+        summary: dict[str, Any] = {
+            "schema": SCHEMA_VERSION,
+            "dataset": data.name,
+            "split": data.split,
+            "n_queries": len(qids),
+            "settings": {"routes": routes, "fusion": fusion, "rrf_c": float(rrf_c), "k": k,
+                         "timebox": timebox, "build_timebox": build_timebox, "metrics": metrics,
+                         "max_queries": max_queries, "seed": seed, "attribution_k": attribution_k,
+                         "scope": scope, "corpus_root": str(root), "state_dir": str(eng.state_dir),
+                         "lar_version": getattr(lar, "__version__", None)},
+            "routes": {r: rounded(scores[f"route:{r}"]) for r in routes},
+            "fusion": {p: rounded(scores[f"fusion:{p}"]) for p in fusion},
+            "default": rounded(scores["default"]),
+            "timing": {"build_s": build_s,
+                       "query_ms": {label.split(":", 1)[-1]: latency(times.get(label, []))
+                                    for label in labels}},
+            "coverage": coverage,
+            "build": build_reports,
+            "run_states": {"routes": _count_states(route_states),
+                           "default": _count_states(default_states)},
+            "data_report": dict(data.report),
+        }
+        ev.summary = summary
+        summary["comparisons"] = compare_all(ev, routes, fusion, metrics, attribution_k)
+        summary["attribution"] = attribute(eng, ev, routes, k=attribution_k, scope=scope)
+        summary["per_type"] = per_type_breakdown(ev, data, labels, metrics)
+        if anytime:
+            summary["anytime"] = anytime_curve(eng, data, timeboxes=anytime, routes=routes,
+                                               metrics=metrics, k=k, qids=qids, scope=scope,
+                                               path_to_doc=path_to_doc)
+        summary["runs_dir"] = None
+        if runs_dir is not None:
+            runs_dir = Path(runs_dir)
+            for label in labels:
+                name = label.replace(":", "-")
+                write_trec(runs_dir / f"{name}.trec", ev.rankings.get(label, {}), f"lar-{name}", qids)
+            summary["runs_dir"] = str(runs_dir)
+        if out_dir is not None:
+            from .cli import write_json
+
+            write_json(Path(out_dir) / "summary.json", summary)
+        return ev
+    finally:
+        eng.close()
+
+
+def run_beir(data: BeirData, **options: Any) -> dict[str, Any]:
+    """Run the evaluation and return the JSON summary; options as :func:`evaluate_beir`."""
+    return evaluate_beir(data, **options).summary
+
+
+run_beir.__signature__ = inspect.signature(evaluate_beir).replace(  # type: ignore[attr-defined]
+    return_annotation="dict[str, Any]")
+
+
+__all__ = ["DEFAULT_FUSION", "DEFAULT_METRICS", "SCHEMA_VERSION", "BeirEvaluation", "build_layers",
+           "check_policies", "docs_of_hits", "evaluate_beir", "fusion_order", "latency",
+           "resolve_routes", "run_beir", "run_query", "select_queries"]

@@ -1,0 +1,124 @@
+"""One evaluation run over the tiny BEIR folder: the summary's schema and values, TREC files,
+offline fusion against the engine's own, the anytime curve, and input errors."""
+from __future__ import annotations
+
+import pytest
+
+import lar
+from evals import load_beir, run_beir
+from evals.errors import EvalConfigError
+from evals.metrics import read_trec
+from lar.errors import UnknownLayerError
+
+ROUTES = ["grep", "bm25", "names", "trigram"]
+METRICS = ["ndcg@10", "recall@100", "mrr@10", "map"]
+
+
+def test_summary_schema(evaluation):
+    data, ev, out = evaluation
+    s = ev.summary
+    for key in ("schema", "dataset", "split", "n_queries", "settings", "routes", "fusion", "default",
+                "timing", "coverage", "run_states", "data_report", "comparisons", "attribution",
+                "per_type", "anytime", "runs_dir"):
+        assert key in s, key
+    assert s["schema"] == 1 and s["dataset"] == "tiny" and s["split"] == "test"
+    assert s["n_queries"] == 5
+    assert s["settings"]["routes"] == sorted(ROUTES)  # engine order
+    assert set(s["routes"]) == set(ROUTES)
+    assert list(s["fusion"]) == ["rrf", "route-unique", "combsum", "combmnz"]
+    for vals in [*s["routes"].values(), *s["fusion"].values(), s["default"]]:
+        assert list(vals) == METRICS
+        assert all(isinstance(v, float) and 0.0 <= v <= 1.0 for v in vals.values())
+    assert set(s["timing"]["build_s"]) == {"bm25", "trigram"}
+    assert all(isinstance(v, float) for v in s["timing"]["build_s"].values())
+    for label in [*ROUTES, "rrf", "route-unique", "combsum", "combmnz", "default"]:
+        t = s["timing"]["query_ms"][label]
+        assert t["mean"] > 0 and t["p95"] >= 0
+    assert s["coverage"] == {r: 1.0 for r in sorted(ROUTES)}
+    assert s["data_report"]["qrels_docs_missing_from_corpus"] == 1
+    assert s["run_states"]["routes"]["bm25"]["ran"] == 5
+    assert (out / "result" / "summary.json").is_file()
+
+
+def test_unique_words_give_perfect_bm25_ndcg(evaluation):
+    _, ev, _ = evaluation
+    assert ev.per_query["route:bm25"]["ndcg@10"]["q1"] == 1.0
+    assert ev.rankings["route:bm25"]["q1"][0] == "d2"
+    assert ev.per_query["default"]["ndcg@10"]["q1"] == 1.0
+    assert ev.per_query["route:bm25"]["ndcg@10"]["q4"] == 0.0  # nobody finds d8
+
+
+def test_trec_run_files(evaluation):
+    _, ev, out = evaluation
+    runs = out / "result" / "runs"
+    names = sorted(p.name for p in runs.iterdir())
+    assert names == sorted([f"route-{r}.trec" for r in ROUTES]
+                           + [f"fusion-{p}.trec" for p in ["rrf", "route-unique", "combsum", "combmnz"]]
+                           + ["default.trec"])
+    lines = (runs / "route-bm25.trec").read_text().splitlines()
+    assert lines
+    prev = {}
+    for line in lines:
+        qid, q0, doc, rank, score, tag = line.split(" ")
+        assert q0 == "Q0" and tag == "lar-route-bm25" and doc in ev.path_to_doc.values()
+        assert int(rank) == prev.get(qid, 0) + 1  # ranks count from 1, no gaps
+        prev[qid] = int(rank)
+        float(score)
+    assert read_trec(runs / "route-bm25.trec") == {q: d for q, d in ev.rankings["route:bm25"].items() if d}
+
+
+def test_offline_rrf_equals_engine_rrf(evaluation):
+    data, ev, _ = evaluation
+    eng = lar.open(ev.root, state=ev.summary["settings"]["state_dir"])
+    try:
+        compared = 0
+        for qid in ev.qids:
+            res = eng.search(data.queries[qid]["text"], layers=ROUTES, k=20, timebox=5, fusion="rrf")
+            docs = list(dict.fromkeys(ev.path_to_doc[p] for h in res.hits for p in h.paths))
+            assert docs == ev.rankings["fusion:rrf"][qid], qid
+            compared += bool(docs)
+        assert compared >= 3
+    finally:
+        eng.close()
+
+
+def test_anytime_curve_has_one_row_per_timebox(evaluation):
+    _, ev, _ = evaluation
+    rows = ev.summary["anytime"]
+    assert [r["timebox_s"] for r in rows] == [0.05, 1.0]
+    for r in rows:
+        assert set(METRICS) <= set(r) and r["mean_ms"] > 0 and r["p95_ms"] > 0
+        assert isinstance(r["aborted_runs"], int)
+        assert set(r["mean_coverage"]) <= set(ROUTES)
+    assert rows[1]["ndcg@10"] == ev.summary["default"]["ndcg@10"]
+
+
+def test_anytime_curve_directly(evaluation):
+    from evals.anytime import anytime_curve
+
+    data, ev, _ = evaluation
+    eng = lar.open(ev.root, state=ev.summary["settings"]["state_dir"])
+    try:
+        rows = anytime_curve(eng, data, timeboxes=(0.1, "500ms"), routes=["grep", "bm25"], k=20)
+    finally:
+        eng.close()
+    assert [r["timebox_s"] for r in rows] == [0.1, 0.5]
+    assert rows[1]["ndcg@10"] > 0.5  # file paths read back from the engine's folder
+
+
+def test_unknown_route_lists_the_valid_names(beir_dir, tmp_path):
+    data = load_beir(beir_dir, "test")
+    with pytest.raises(UnknownLayerError) as err:
+        run_beir(data, routes=["bm25", "bm52"], cache_root=tmp_path)
+    assert "unknown layer 'bm52'" in str(err.value)
+    assert all(name in str(err.value) for name in ("bm25", "grep", "names", "trigram"))
+
+
+def test_unknown_metric_lists_the_valid_names(beir_dir, tmp_path):
+    data = load_beir(beir_dir, "test")
+    with pytest.raises(EvalConfigError) as err:
+        run_beir(data, routes=["grep"], metrics=["ndcg@10", "ndgc@10"], cache_root=tmp_path)
+    msg = str(err.value)
+    assert "unknown metric 'ndgc@10'" in msg and "ndcg" in msg and "recall" in msg and "mrr" in msg
+    with pytest.raises(EvalConfigError, match="valid policies: route-unique, rrf, combsum, combmnz"):
+        run_beir(data, routes=["grep"], fusion=["rrf", "borda"], cache_root=tmp_path)
