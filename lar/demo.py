@@ -35,6 +35,12 @@ QUERIES: list[tuple[str, Any, dict[str, Any]]] = [
      {"formula": "\\frac{1}{k + \\mathrm{rank}_s(x)}"}, {}),
     ("an ast-grep pattern: every call of open() with arguments",
      {"structural": "open($$$ARGS)"}, {}),
+    ("meaning, not words: exact late interaction (MaxSim), explained token by token",
+     {"late": "where should researchers keep the original measurements untouched"},
+     {"timebox": 5.0}),
+    ("the same question through dense and static vectors, fused",
+     {"dense": "where should researchers keep the original measurements untouched",
+      "static": "where should researchers keep the original measurements untouched"}, {}),
 ]
 K = 10
 FETCH_CONTEXT = 2
@@ -100,6 +106,10 @@ def _print_result(n: int, title: str, query: Any, extra: dict[str, Any], res) ->
         lines = f"{h.lines[0]}-{h.lines[1]}" if h.lines else "?"
         excerpt = h.excerpt if len(h.excerpt) <= 90 else h.excerpt[:89] + "…"
         print(f"    {i:>2}. {h.path}:{lines}  [{', '.join(h.signals)}]  {excerpt}")
+        late = [ev for name, ev in h.evidence.items() if "tokens" in ev.details]
+        if late and i <= 3:  # a late-interaction hit: which query tokens matched what
+            toks = sorted(late[0].details["tokens"], key=lambda t: -t["contrib"])[:5]
+            print("        " + ", ".join(f"{t['q']}->{t['match']!r} {t['contrib']:.2f}" for t in toks))
     print("    layers:")
     for r in res.runs:
         cov = "-" if r.coverage is None else f"{r.coverage:.0%}"
@@ -120,6 +130,7 @@ def run_demo(timebox: float = 0.5, as_json: bool = False, workdir: str | os.Path
     with lar.open(corpus, state=cache / "state") as eng:
         built = eng.build(timebox=build_timebox)  # lazy layers catch up (a no-op on a second run)
         out["build"] = built
+        out["warm"] = eng.warm()  # model layers load their models before the timed queries
         status = eng.status()
         out["status"] = status.to_dict()
         if not as_json:
@@ -130,10 +141,10 @@ def run_demo(timebox: float = 0.5, as_json: bool = False, workdir: str | os.Path
             print(status)
         results = []
         for n, (title, query, extra) in enumerate(QUERIES, 1):
-            res = eng.search(query, timebox=timebox, k=K, **extra)
+            res = eng.search(query, k=K, **{"timebox": timebox, **extra})
             results.append(res)
             out.setdefault("queries", []).append(
-                {"title": title, "scope": extra.get("scope"), "result": res.to_dict()})
+                {"title": title, "scope": extra.get("scope"), "result": res.to_dict(full=True)})
             if not as_json:
                 _print_result(n, title, query, extra, res)
         first = results[0]

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .errors import ConfigError, HitNotFoundError, ScopeError, StaleSpanError, UnknownLayerError
+from .errors import (ConfigError, HitNotFoundError, LarError, ScopeError, StaleSpanError,
+                     UnknownLayerError)
 from .layer import LayerContext, ScopeView, Unit
 from .orchestrator import orchestrate
 from .registry import registered_layers
@@ -268,6 +269,19 @@ class Engine:
             skipped=tuple(self.index.skipped()),
             layers=tuple(layer.status(view) for layer in self.layers.values()),
             last_scan=dict(self._last_scan))
+
+    def warm(self, layers: Sequence[str] | None = None) -> dict[str, str]:
+        """Load the models of the model layers now (``layer.warm()``), so that a first search
+        does not spend its timebox loading them. Returns {layer: "ok" or the reason it failed}."""
+        out = {}
+        for name, layer in self.layers.items():
+            if hasattr(layer, "warm") and (layers is None or name in layers):
+                try:
+                    layer.warm()
+                    out[name] = "ok"
+                except LarError as exc:
+                    out[name] = str(exc)
+        return out
 
     def search(self, query: Any, timebox: Any = 0.5, k: int = 20, emphasis: str = "balanced",
                layers: Sequence[str] | None = None, exclude: Sequence[str] | None = None,

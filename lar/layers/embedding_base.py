@@ -81,6 +81,11 @@ class EmbeddingLayer(BuildingLayer):
         """Why the model cannot be used now (missing extra, bad path), else None."""
         return self._problem or self.missing_extra()
 
+    def warm(self) -> None:
+        """Load the model now (seconds), so the first search's timebox is not spent on it."""
+        self.fail_if_unusable()
+        self.dim()
+
     def fail_if_unusable(self) -> None:
         p = self.problem()
         if p is not None:

@@ -289,6 +289,9 @@ class LateLayer(EmbeddingLayer):
             raise LookupError(f"sidecar of {h[:12]} dropped, rebuilt on the next build: {exc}") from None
 
     # -- searching --------------------------------------------------------------------------
+    def dim(self) -> int:
+        return int(self.encoder().dim)
+
     def backend(self) -> str:
         """torch whenever it is installed (CUDA when available; on CPU its vectorised float16
         conversion makes it ~1.6x the numpy kernel, benchmarks/results/2026-11-30-maxsim.md),

@@ -114,6 +114,18 @@ def test_demo_json(first_run):
     assert {h["path"] for h in glob["hits"]} == TEX_FILES
     assert all(h["signals"] == ["names"] for h in glob["hits"])
 
+    # late interaction: a paraphrase finds "Save the raw data", explained token by token
+    late = _query(doc, {"late": "where should researchers keep the original measurements untouched"})
+    top = late["hits"][0]
+    assert top["path"] == GEP and 262 <= top["lines"][0] <= top["lines"][1] <= 271
+    ev = top["evidence"]["late"]
+    assert abs(sum(t["contrib"] for t in ev["details"]["tokens"]) - ev["score"]) < 1e-3
+    assert {t["q"] for t in ev["details"]["tokens"]} >= {"researchers", "original", "untouched"}
+    both = _query(doc, {"dense": "where should researchers keep the original measurements untouched",
+                        "static": "where should researchers keep the original measurements untouched"})
+    assert {r["name"]: r["state"] for r in both["runs"]}["dense"] == "ran"
+    assert GEP in [h["path"] for h in both["hits"][:3]]
+
     # a scoped query never leaves papers/
     scoped = [q for q in doc["queries"] if q["scope"] == "papers/**"][0]["result"]
     assert scoped["hits"]
