@@ -59,6 +59,33 @@ def check_colbert_checkpoint(path: Path) -> list[dict]:
     return denses
 
 
+def check_bge_m3_checkpoint(path: Path) -> None:
+    """``ConfigError`` unless ``path`` holds both trained BGE-M3 heads."""
+    missing = [f for f in ("colbert_linear.pt", "sparse_linear.pt") if not (path / f).is_file()]
+    if missing:
+        raise ConfigError(f"{path} lacks {', '.join(missing)}: FlagEmbedding would initialise "
+                          "the BGE-M3 heads at random; point to a complete BGE-M3 checkpoint")
+
+
+def check_kind(ref: ModelRef, kind: str = "auto") -> str:
+    """The encoder kind ``load_token_encoder`` would use for ``ref``, checked on the files alone
+    (no model loaded): a plain checkpoint forced to colbert/bge-m3, or a ColBERT/BGE-M3 forced
+    to plain, is a ``ConfigError`` -- never a random or ignored head."""
+    use = ref.kind if kind == "auto" else kind
+    if use in ("sentence-transformers", "transformers"):
+        if ref.kind in ("colbert", "bge-m3"):
+            raise ConfigError(f"{ref.path} is a {ref.kind!r} checkpoint; its trained head would be "
+                              f"ignored as kind={kind!r}; use kind='auto'")
+    elif use == "colbert":
+        check_colbert_checkpoint(ref.path)
+    elif use == "bge-m3":
+        check_bge_m3_checkpoint(ref.path)
+    else:
+        raise ConfigError(f"unknown encoder kind {kind!r}; use 'auto', 'sentence-transformers', "
+                          "'transformers', 'colbert' or 'bge-m3'")
+    return use
+
+
 def _config_vocab(path: Path) -> int | None:
     try:
         cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
@@ -173,10 +200,7 @@ class BGEM3Encoder(TokenEncoder):
                  batch_size: int = 32, max_tokens: int | None = None):
         super().__init__()
         ref = _ref(ref_or_spec)
-        missing = [f for f in ("colbert_linear.pt", "sparse_linear.pt") if not (ref.path / f).is_file()]
-        if missing:
-            raise ConfigError(f"{ref.path} lacks {', '.join(missing)}: FlagEmbedding would initialise "
-                              "the BGE-M3 heads at random; point to a complete BGE-M3 checkpoint")
+        check_bge_m3_checkpoint(ref.path)
         set_offline_env()
         self._torch = torch = require("torch", "models")
         fe = require("FlagEmbedding", "models")
@@ -230,16 +254,10 @@ def load_token_encoder(spec: ModelRef | str | os.PathLike | None, *, kind: str =
     ``BGEM3Encoder``. Forcing a kind the checkpoint cannot serve (e.g. ``"colbert"`` on a plain
     checkpoint) is a ``ConfigError``, never a random head."""
     ref = _ref(spec)
-    kind = ref.kind if kind == "auto" else kind
+    kind = check_kind(ref, kind)
     kw = dict(device=device, batch_size=batch_size, max_tokens=max_tokens)
     if kind in ("sentence-transformers", "transformers"):
-        if ref.kind in ("colbert", "bge-m3"):
-            raise ConfigError(f"{ref.path} is a {ref.kind!r} checkpoint; its trained head would be "
-                              f"ignored as kind={kind!r}; use kind='auto'")
         return SentenceTransformerEncoder(ref, **kw)
     if kind == "colbert":
         return PyLateEncoder(ref, **kw)
-    if kind == "bge-m3":
-        return BGEM3Encoder(ref, **kw)
-    raise ConfigError(f"unknown encoder kind {kind!r}; use 'auto', 'sentence-transformers', "
-                      "'transformers', 'colbert' or 'bge-m3'")
+    return BGEM3Encoder(ref, **kw)

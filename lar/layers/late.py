@@ -89,7 +89,10 @@ class LateLayer(EmbeddingLayer):
         try:
             from ..embed.models import resolve_model
 
+            from ..embed.adapters import check_kind
+
             self._ref = resolve_model(self.options["model"])
+            check_kind(self._ref, self.options["kind"])  # on the files: never a random head
             self._model_id = self._ref.model_id
         except LarError as exc:
             self._ref = None
@@ -336,16 +339,16 @@ class LateLayer(EmbeddingLayer):
         return first + sorted((h for h in hashes if h not in seen), key=key)
 
     def _search(self, lq, scope: ScopeView, budget: Budget, candidates) -> list[Hit]:
+        paths, done, ok = self.scope_state(scope)
+        not_ok = sum(1 for h in paths if h in done and done[h] != "ok")
+        if not ok:  # nothing built yet: do not load the model for nothing
+            budget.set_coverage(not_ok / len(paths) if paths else 1.0)
+            return []
         try:
             qe, q = self.encode_query(lq.text)
         except QueryError as exc:
             raise QueryError(self.name, str(exc).split(": ", 1)[-1]) from None
         w = token_weights(lq, qe.token_texts, qe.token_spans, self.name)
-        paths, done, ok = self.scope_state(scope)
-        if not paths:
-            budget.set_coverage(1.0)
-            return []
-        not_ok = sum(1 for h in paths if h in done and done[h] != "ok")
         order = self.order(ok, paths, candidates)
         min_score = lq.min_score * float(w.sum()) if lq.min_score else None
         res = scan_units(q, w, order, self.load, budget.pool, should_stop=budget.expired,
