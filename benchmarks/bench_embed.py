@@ -172,7 +172,10 @@ def render(results: list[dict], argv: list[str]) -> str:
             lines.append(f"| {name} | {m['ndcg@10']} | {m['recall@100']} | "
                          f"{m.get('bytes_per_doc_token', '')} | {m.get('stored_tokens', '')} | {m['build_s']} | {m['mean_ms']} | "
                          f"{m['p95_ms']} |")
-        b = r["build_cost"]
+        b = r.get("build_cost")
+        if not b:
+            lines += ["", "Build cost: not measured in this run.", ""]
+            continue
         lines += ["", f"Build cost on the first {b['docs']} documents ({b['chunks']} chunks, "
                       f"{b['tokens']} tokens): raw `SentenceTransformer.encode` {b['raw_st_encode_s']} s; "
                       f"lar dense build (one pass: token + pooled vectors, sidecars, vector store) "
@@ -180,7 +183,7 @@ def render(results: list[dict], argv: list[str]) -> str:
                       f"{b['lar_tokens_per_s']} tokens/s); late build after it "
                       f"{b['lar_late_build_after_dense_s']} s ({b['encoder_passes']} encoder passes for "
                       f"two layers): the shared pass saves {round(100 * b['shared_pass_saving'])}% "
-                      "of a second pass.", ""]
+                      "of a second pass." + (f" ({r['build_cost_note']})" if r.get("build_cost_note") else ""), ""]
         sig = r.get("significance_vs_late") or {}
         if sig:
             lines += ["Paired t-test of each layer against `late` (nDCG@10, ranx):", ""]
