@@ -106,7 +106,6 @@ class LateLayer(EmbeddingLayer):
         self._cache_bytes = 0
         self._cache_lock = threading.Lock()
         self._arena = TokenArena()
-        self.corrupt_seen: list[str] = []
 
     # -- versions and levers ----------------------------------------------------------------
     @property
@@ -285,7 +284,6 @@ class LateLayer(EmbeddingLayer):
                     raise CorruptSidecarError(p, f"projected with another PCA ({pca_id})")
             return sc.encoding
         except (CorruptSidecarError, FileNotFoundError) as exc:
-            self.corrupt_seen.append(h)
             p = self.shared.path(h) if not self.levers else self._derived_path(h)
             p.unlink(missing_ok=True)
             self.manifest.forget([h])

@@ -8,7 +8,6 @@ corrupt or truncated one is deleted and re-encoded, never used.
 """
 from __future__ import annotations
 
-import hashlib
 import threading
 from pathlib import Path
 from typing import Iterable
@@ -42,7 +41,6 @@ class SharedEncodings:
         self.root = Path(state_dir) / "encodings" / self.key
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        self.corrupt_dropped = 0
         self.encoded = 0  # encoder passes this process made (the other layer's reuse is free)
 
     def path(self, h: str) -> Path:
@@ -65,7 +63,6 @@ class SharedEncodings:
         try:
             sc = open_sidecar(p)
         except CorruptSidecarError:
-            self.corrupt_dropped += 1
             p.unlink(missing_ok=True)
             return None
         enc = sc.encoding
@@ -95,8 +92,3 @@ class SharedEncodings:
             return 0
         return sum(p.stat().st_size for p in self.root.glob("*/*.lvec"))
 
-
-def options_id(options: dict) -> str:
-    """A short stable id of a settings dict (for layer versions)."""
-    text = repr(sorted(options.items()))
-    return hashlib.blake2b(text.encode(), digest_size=3).hexdigest()
