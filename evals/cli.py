@@ -76,6 +76,8 @@ def add_beir_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--anytime", type=_csv, default=None,
                    help="timeboxes for the anytime curve, e.g. 0.025,0.1,1")
+    b.add_argument("--anytime-queries", type=_positive, default=None,
+                   help="score the anytime curve on a seeded sample of this many of the queries")
     b.add_argument("--attribution-k", type=_positive, default=10, help="depth of miss attribution (10)")
     b.add_argument("--state", default=None, help="lar state dir (default: <corpus folder>/.lar)")
     b.add_argument("--config", type=_config, default=None, help="engine config: JSON object or file")
@@ -184,7 +186,7 @@ def run_beir_command(args: argparse.Namespace) -> int:
                        max_queries=args.max_queries, seed=args.seed, state_dir=args.state,
                        config=args.config, runs_dir=runs_dir, cache_root=args.cache_dir,
                        ext=args.ext, attribution_k=args.attribution_k, anytime=args.anytime,
-                       progress=_progress(args.quiet))
+                       anytime_queries=args.anytime_queries, progress=_progress(args.quiet))
     write_json(out, summary)
     print(format_summary(summary))
     print(f"wrote {out} and run files in {runs_dir}/")

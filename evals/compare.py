@@ -95,6 +95,7 @@ def route_unique_relevant(ev: "BeirEvaluation", routes: Sequence[str], fusion: S
     labels = [f"fusion:{p}" for p in fusion] + ["default"]
     kept = {lab: 0 for lab in labels}
     recovered = {lab: 0 for lab in labels}
+    both = {a: {b: 0 for b in routes} for a in routes}
     pairs = any_route = several = 0
     for qid in ev.qids:
         tops = {r: set(ev.top.get(f"route:{r}", {}).get(qid, ())) for r in routes}
@@ -104,6 +105,8 @@ def route_unique_relevant(ev: "BeirEvaluation", routes: Sequence[str], fusion: S
             found = [r for r in routes if doc in tops[r]]
             for r in found:
                 found_by[r] += 1
+                for other in found:
+                    both[r][other] += 1
             any_route += bool(found)
             several += len(found) > 1
             for lab in labels:
@@ -121,7 +124,8 @@ def route_unique_relevant(ev: "BeirEvaluation", routes: Sequence[str], fusion: S
             "found_by_several_routes": several, "found_by_route": found_by,
             "route_unique": unique, "route_unique_total": sum(unique.values()),
             "recovered_by": {name(lab): n for lab, n in recovered.items()},
-            "kept_by": {name(lab): n for lab, n in kept.items()}}
+            "kept_by": {name(lab): n for lab, n in kept.items()},
+            "pairwise": both}
 
 
 def per_type_breakdown(ev: "BeirEvaluation", data: "BeirData", labels: Sequence[str],

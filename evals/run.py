@@ -250,7 +250,7 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                   config: Mapping[str, Any] | None = None, out_dir: str | Path | None = None,
                   runs_dir: str | Path | None = None, cache_root: str | Path | None = None,
                   ext: str = "auto", scope: Any = None, attribution_k: int = 10,
-                  anytime: Sequence[float] | None = None,
+                  anytime: Sequence[float] | None = None, anytime_queries: int | None = None,
                   progress: Callable[[int, int], None] | None = None) -> BeirEvaluation:
     """Run the evaluation (see the module docstring) and keep the per-query lists."""
     import lar
@@ -268,6 +268,8 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
     if isinstance(rrf_c, bool) or not isinstance(rrf_c, (int, float)) or not rrf_c > 0:
         raise EvalConfigError(f"rrf_c must be a positive number (usually 60), got {rrf_c!r}")
     anytime = check_timeboxes(anytime) if anytime is not None else None
+    if anytime_queries is not None:
+        anytime_queries = _positive_int(anytime_queries, "anytime_queries")
     qids = select_queries(data, max_queries, seed)
     if out_dir is not None and runs_dir is None:
         runs_dir = Path(out_dir) / "runs"
@@ -338,8 +340,13 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
         summary["attribution"] = attribute(eng, ev, routes, k=attribution_k, scope=scope)
         summary["per_type"] = per_type_breakdown(ev, data, labels, metrics)
         if anytime:
+            curve_qids = qids
+            if anytime_queries is not None and anytime_queries < len(qids):
+                keep = set(random.Random(seed).sample(qids, anytime_queries))
+                curve_qids = [q for q in qids if q in keep]
+            summary["settings"]["anytime_queries"] = len(curve_qids)
             summary["anytime"] = anytime_curve(eng, data, timeboxes=anytime, routes=routes,
-                                               metrics=metrics, k=k, qids=qids, scope=scope,
+                                               metrics=metrics, k=k, qids=curve_qids, scope=scope,
                                                path_to_doc=path_to_doc)
         summary["runs_dir"] = None
         if runs_dir is not None:

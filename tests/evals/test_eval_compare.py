@@ -45,6 +45,16 @@ def test_route_unique_relevant(evaluation):
     assert all(0 <= n <= ru["route_unique_total"] for n in ru["recovered_by"].values())
     assert ru["recovered_by"]["rrf"] >= 1  # the lone bm25 find survives fusion at k=10
     assert ru["found_by_any_route"] == 4  # all but d6 (binary) and d8 (no words in common)
+    pw = ru["pairwise"]
+    routes = list(ru["found_by_route"])
+    for a in routes:
+        assert pw[a][a] == ru["found_by_route"][a]
+        for b in routes:
+            assert pw[a][b] == pw[b][a] <= min(ru["found_by_route"][a], ru["found_by_route"][b])
+    # recomputed from the per-route lists: pairs found by both bm25 and grep
+    both = sum(1 for q, rel in ev.qrels.items() for d in rel
+               if d in ev.top["route:bm25"].get(q, ()) and d in ev.top["route:grep"].get(q, ()))
+    assert pw["bm25"]["grep"] == both
 
 
 def test_per_type_breakdown(evaluation):

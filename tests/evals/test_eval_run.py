@@ -106,6 +106,24 @@ def test_anytime_curve_directly(evaluation):
     assert rows[1]["ndcg@10"] > 0.5  # file paths read back from the engine's folder
 
 
+def test_anytime_curve_on_a_sample_of_the_queries(beir_dir, tmp_path):
+    import random
+
+    from evals import evaluate_beir
+
+    data = load_beir(beir_dir, "test")
+    ev = evaluate_beir(data, routes=["grep"], fusion=["rrf"], timebox=2.0, k=20,
+                       cache_root=tmp_path, anytime=[2.0], anytime_queries=2, seed=3)
+    s = ev.summary
+    assert s["n_queries"] > 2 and s["settings"]["anytime_queries"] == 2
+    sample = set(random.Random(3).sample(ev.qids, 2))
+    per_q = ev.per_query["default"]["ndcg@10"]
+    expected = sum(per_q[q] for q in sample) / 2  # grep is deterministic: same lists again
+    assert s["anytime"][0]["ndcg@10"] == pytest.approx(expected, abs=1e-4)
+    with pytest.raises(EvalConfigError, match="anytime_queries"):
+        evaluate_beir(data, routes=["grep"], cache_root=tmp_path, anytime=[1.0], anytime_queries=0)
+
+
 def test_unknown_route_lists_the_valid_names(beir_dir, tmp_path):
     data = load_beir(beir_dir, "test")
     with pytest.raises(UnknownLayerError) as err:
