@@ -13,13 +13,25 @@ from pathlib import Path
 
 from lar.errors import LarError
 
-from .generate import KINDS, generate, load_generator
+from .generate import KINDS, load_generator
+from .generate_many import generate_many
+
+
+def _kinds(value: str) -> list[str]:
+    kinds = [k.strip() for k in value.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in KINDS]
+    if not kinds or bad:
+        raise argparse.ArgumentTypeError(f"unknown kind {', '.join(bad) or value!r}; choose from "
+                                         f"{', '.join(KINDS)} (comma-separated for several)")
+    return kinds
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the generator's arguments to ``parser`` (a sub-command's parser) and return it."""
     parser.add_argument("corpus", metavar="CORPUS", help="folder of files to make queries from")
-    parser.add_argument("--kind", required=True, choices=KINDS, help="which test set to make")
+    parser.add_argument("--kind", required=True, type=_kinds,
+                        help=f"which test set to make: {', '.join(KINDS)}, or several separated "
+                             "by commas (one set, queries of each kind, for the per-type breakdown)")
     parser.add_argument("--n", type=int, default=100, help="queries wanted (default 100)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--out", required=True, metavar="DIR",
@@ -37,7 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def summary_line(report: dict) -> str:
-    """One line: how many queries of which kind were written, rejected, from how many files."""
+    """One line: how many queries of which kind were written, rejected, from how many files
+    (one line per kind for a set of several kinds)."""
+    if "parts" in report:
+        return "\n".join(summary_line(r) for r in report["parts"].values())
     rejected = report.get("rejected") or {}
     why = ", ".join(f"{k} {v}" for k, v in rejected.items())
     jac = report.get("overlap", {}).get("jaccard", {}).get("median")
@@ -51,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
     """Generate the test set ``args`` describe; print a summary line and the report path."""
     try:
         gen = load_generator(args.generator) if args.generator else None
-        report = generate(args.corpus, args.kind, args.n, args.seed, args.out, generator=gen,
-                          max_files=args.max_files, exclude=args.exclude)
+        report = generate_many(args.corpus, args.kind, args.n, args.seed, args.out, generator=gen,
+                               max_files=args.max_files, exclude=args.exclude)
     except LarError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -10,6 +10,8 @@ from .registry import register_layer, registered_layers
 from .result import Fetched, InventoryItem, Result, Status
 from .scope import Scope
 from .types import Evidence, Hit, LayerRun, LayerStatus, RunState, Span
+from .calllog import CallLog, count_tokens
+from .trace import ReplayReport, StepDiff, TraceError, TraceRecorder, load_trace  # replay: lar.trace.replay
 
 __version__ = "0.1.0"
 
@@ -23,9 +25,12 @@ def load_ipython_extension(ipython):  # `%load_ext lar`
 
 
 __all__ = [
-    "BaseLayer", "Budget", "Candidate", "ConfigError", "Engine", "Evidence", "Fetched", "Hit",
+    "BaseLayer", "Budget", "CallLog", "Candidate", "ConfigError", "Engine", "Evidence", "Fetched",
+    "Hit",
     "HitNotFoundError", "InventoryItem", "LarError", "Layer", "LayerContext", "LayerFailedError",
     "LayerRun", "LayerStatus", "MissingExtraError", "QueryError", "RegistrationError", "Result",
-    "RunState", "Scope", "ScopeError", "ScopeView", "Span", "StaleSpanError", "StateLockedError",
-    "Status", "Unit", "UnknownLayerError", "open", "register_layer", "registered_layers",
+    "ReplayReport", "RunState", "Scope", "ScopeError", "ScopeView", "Span", "StaleSpanError",
+    "StateLockedError", "Status", "StepDiff", "TraceError", "TraceRecorder", "Unit",
+    "UnknownLayerError", "count_tokens", "load_trace", "open", "register_layer",
+    "registered_layers",
 ]

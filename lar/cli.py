@@ -1,4 +1,5 @@
-"""The ``lar`` command: index, status, search, fetch, inventory, read, build, demo, eval.
+"""The ``lar`` command: index, status, search, fetch, inventory, read, build, demo, eval, calls,
+replay, mcp (the MCP server), run (the tool-output cache).
 
 Every command takes ``--root`` (default: the current folder) and ``--state``; ``--json`` prints
 the stable JSON documented in the README (each object carries ``"schema": 1``).
@@ -70,6 +71,27 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="run the scripted demo on the embedded corpus")
     d.add_argument("--timebox", type=_duration, default=0.5)
     d.add_argument("--json", action="store_true")
+    for traced in (s, f):  # --trace: append these calls to a JSONL trace (source "cli")
+        traced.add_argument("--trace", default=None, metavar="PATH",
+                            help="record this call in a JSONL trace (see docs/traces.md)")
+    c = sub.add_parser("calls", parents=[common], help="call log summary: tokens, fetched ids, follow-ups")
+    c.add_argument("--session", default=None, help="only this session (default: all)")
+    rp = sub.add_parser("replay", parents=[common], help="replay a trace and show what changed")
+    rp.add_argument("trace_file", metavar="TRACE", help="a JSONL trace recorded with --trace")
+    rp.add_argument("--layers", type=_csv, default=None, help="replay searches with these layers")
+    rp.add_argument("--timebox", type=_duration, default=None, help="replay searches with this timebox")
+    rp.add_argument("--k", type=int, default=None, help="replay searches with this k")
+    m = sub.add_parser("mcp", parents=[common], help="serve the root to MCP clients over stdio")
+    m.add_argument("--allow", action="append", default=None, metavar="CMD",
+                   help="allow this command in run_tool (repeatable; replaces the default "
+                        "allow-list rg grep ls cat head tail wc find git)")
+    m.add_argument("--layers", type=_csv, default=None,
+                   help="layers search and build use when the caller names none")
+    rn = sub.add_parser("run", parents=[common], help="run a command through the tool-output cache")
+    rn.add_argument("--fetch", default=None, metavar="ID", help="print a tool id's full text")
+    rn.add_argument("--timeout", type=_duration, default=60.0)
+    rn.add_argument("--refresh", action="store_true", help="run again even if cached")
+    rn.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS... (no shell)")
     e = sub.add_parser("eval", add_help=False,
                        help="evaluation harness: lar eval beir DIR --split NAME (python -m evals)")
     e.add_argument("args", nargs=argparse.REMAINDER)
@@ -97,6 +119,71 @@ def _eval(argv: Sequence[str]) -> int:
     return eval_main(list(argv))
 
 
+def _cli_session() -> str:
+    """Calls from one shell (or one agent process) share a session: $LAR_SESSION or the parent pid."""
+    import os
+
+    return os.environ.get("LAR_SESSION") or f"cli-{os.getppid()}"
+
+
+def _calls(args) -> int:
+    """``lar calls``: the call log summary, read from <state>/calls.sqlite without a scan."""
+    from pathlib import Path
+
+    from .calllog import CallLog
+    from .engine import default_state_dir
+
+    state = Path(args.state).expanduser() if args.state else default_state_dir(Path(args.root).resolve())
+    if not (state / "calls.sqlite").is_file():
+        raise LarError(f"no call log in {str(state)!r} yet; run a search there first "
+                       "(or pass --root/--state of the folder you searched)")
+    with CallLog(state / "calls.sqlite") as log:
+        if args.json:
+            _print(log.summary(args.session), True)
+        else:
+            print(log.format_summary(args.session))
+    return 0
+
+
+def _replay(eng, args) -> None:
+    from .trace import replay
+
+    report = replay(args.trace_file, eng, layers=args.layers, timebox=args.timebox, k=args.k)
+    _print(report, args.json)
+
+
+def _mcp(args) -> int:
+    """``lar mcp``: serve the root over stdio (docs/agents.md)."""
+    from .mcp import serve
+
+    serve(args.root, state=args.state, allowed_commands=args.allow, layers=args.layers)
+    return 0
+
+
+def _run(args) -> int:
+    """``lar run -- CMD ARGS``: run through the tool cache in <state>/tools and print the view;
+    ``lar run --fetch ID``: print an output, item or line range in full."""
+    from pathlib import Path
+
+    from .engine import default_state_dir
+    from .toolcache import ToolCache
+
+    state = Path(args.state).expanduser() if args.state else default_state_dir(Path(args.root).resolve())
+    cache = ToolCache(state / "tools")
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if args.fetch:
+        if command:
+            raise LarError("give either --fetch ID or a command, not both")
+        got = cache.fetch(args.fetch)
+        _print(got, args.json) if args.json else sys.stdout.write(got.text)
+        return 0
+    if not command:
+        raise LarError("nothing to run; give a command after --, e.g. lar run -- rg -n TODO src")
+    view = cache.run(command, timeout=args.timeout, refresh=args.refresh)
+    _print(view.to_dict() if args.json else view.text, args.json)
+    return 0
+
+
 def _print(obj: Any, as_json: bool) -> None:
     if as_json:
         print(json.dumps(obj.to_dict() if hasattr(obj, "to_dict") else obj, ensure_ascii=False,
@@ -115,10 +202,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .demo import run_demo
 
             return run_demo(timebox=args.timebox, as_json=args.json)
+        if args.cmd == "calls":
+            return _calls(args)
+        if args.cmd == "mcp":
+            return _mcp(args)
+        if args.cmd == "run":
+            return _run(args)
         import lar
 
         scan = args.cmd not in ("fetch", "read")
-        with lar.open(args.root, args.state, scan=scan) as eng:
+        with lar.open(args.root, args.state, scan=scan, session=_cli_session(),
+                      trace=getattr(args, "trace", None)) as eng, eng.trace_source("cli"):
             if args.cmd == "index":
                 _print(eng.index_now() if not scan else eng._last_scan, True)
             elif args.cmd == "status":
@@ -145,6 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sys.stdout.write(eng.read(args.unit))
             elif args.cmd == "build":
                 _print(eng.build(timebox=args.timebox), True)
+            elif args.cmd == "replay":
+                _replay(eng, args)
         return 0
     except LarError as exc:
         print(f"lar: error: {exc}", file=sys.stderr)

@@ -20,6 +20,7 @@ from .errors import (ConfigError, HitNotFoundError, LarError, ScopeError, StaleS
                      UnknownLayerError)
 from .layer import LayerContext, ScopeView, Unit
 from .orchestrator import orchestrate
+from .recording import Recording, search_params, seconds
 from .registry import registered_layers
 from .result import Fetched, InventoryItem, Result, Status
 from .scope import Scope, normalize_relpath
@@ -114,7 +115,7 @@ def layer_variants(config: Mapping[str, Any], factories: Mapping[str, Any]) -> d
     return out
 
 
-class Engine:
+class Engine(Recording):
     def __init__(
         self,
         root: str | os.PathLike,
@@ -125,6 +126,8 @@ class Engine:
         refresh_interval: float = 2.0,
         lock_timeout: float = 10.0,
         config: Mapping[str, Any] | None = None,
+        trace: str | os.PathLike | None = None,
+        session: str | None = None,
     ):
         root_path = Path(root).expanduser()
         if not root_path.is_dir():
@@ -170,11 +173,13 @@ class Engine:
         self._active = 0
         self._active_lock = threading.Lock()
         self.freshness = float(self.config.get("freshness", 0.0))
+        self._init_recording(trace, session)
         if scan:
             self.index_now(initial=True)
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
+        self._close_recording()
         self.builder.stop_background()
         self._bg.shutdown(wait=True)
         if self._loop is not None:
@@ -261,6 +266,9 @@ class Engine:
 
     # -- the API ----------------------------------------------------------------------------
     def status(self, scope: Any = None) -> Status:
+        return self._recorded("status", {"scope": scope}, lambda: self._status(scope))
+
+    def _status(self, scope: Any = None) -> Status:
         view = self.scope_view(scope)
         n, distinct = self.index.counts()
         return Status(
@@ -292,13 +300,20 @@ class Engine:
         estimated size in tokens (~4 characters each)."""
         if self._loop is None:
             self._loop = _LoopThread()
-        return self._loop.run(self.asearch(query, timebox, k, emphasis, layers, exclude, scope,
-                                           fusion, rrf_c, strict, tokens))
+        args = (query, timebox, k, emphasis, layers, exclude, scope, fusion, rrf_c, strict, tokens)
+        return self._recorded("search", search_params(*args),
+                              lambda: self._loop.run(self._asearch(*args)))
 
     async def asearch(self, query: Any, timebox: Any = 0.5, k: int = 20, emphasis: str = "balanced",
                       layers: Sequence[str] | None = None, exclude: Sequence[str] | None = None,
                       scope: Any = None, fusion: str = "route-unique", rrf_c: float = 60.0,
                       strict: bool = False, tokens: int | None = None) -> Result:
+        args = (query, timebox, k, emphasis, layers, exclude, scope, fusion, rrf_c, strict, tokens)
+        return await self._arecorded("search", search_params(*args), lambda: self._asearch(*args))
+
+    async def _asearch(self, query: Any, timebox: Any, k: int, emphasis: str,
+                       layers: Sequence[str] | None, exclude: Sequence[str] | None, scope: Any,
+                       fusion: str, rrf_c: float, strict: bool, tokens: int | None) -> Result:
         t_call = time.monotonic()
         tb = parse_duration(timebox)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -423,6 +438,10 @@ class Engine:
 
     def fetch(self, hit_id: str, context: int = 0) -> Fetched:
         """The full text of a hit's span (plus ``context`` lines), from any earlier call."""
+        return self._recorded("fetch", {"id": hit_id, "context": context},
+                              lambda: self._fetch(hit_id, context))
+
+    def _fetch(self, hit_id: str, context: int = 0) -> Fetched:
         if isinstance(context, bool) or not isinstance(context, int) or context < 0:
             raise ConfigError(f"context must be a number of lines >= 0, got {context!r}")
         prefix, start, end = parse_hit_id(hit_id)
@@ -482,12 +501,25 @@ class Engine:
 
     def inventory(self, scope: Any = None) -> list[InventoryItem]:
         """Every permitted unit in scope, with no relevance match (the independent enumerator)."""
-        return [InventoryItem(u.path, u.hash, u.size, u.mtime_ns) for u in self.scope_view(scope).units()]
+        return self._recorded("inventory", {"scope": scope}, lambda: [
+            InventoryItem(u.path, u.hash, u.size, u.mtime_ns) for u in self.scope_view(scope).units()])
+
+    def screen(self, screener: Any, **options: Any):
+        """The independent original-text route: every permitted unit of a snapshot, in batches,
+        through ``screener``; resumable (see :func:`lar.screening.screen` for the options)."""
+        from .screening import screen
+
+        return screen(self, screener, **options)
 
     def read_bytes(self, path_or_hash: str, span: tuple[int, int] | None = None, *,
                    raw: bool = False) -> bytes:
         """The unit's text (extracted text for PDF, notebooks, HTML; ``raw=True`` for the file's
         own bytes), or the byte ``span`` of it: the coordinates hits use."""
+        return self._read_unit(path_or_hash, span, raw=raw)[3]
+
+    def _read_unit(self, path_or_hash: str, span: tuple[int, int] | None = None, *,
+                   raw: bool = False) -> tuple[str, int, int, bytes]:
+        """(hash, start, end, bytes) of what ``read_bytes`` returns."""
         if isinstance(path_or_hash, str) and _HEX.match(path_or_hash) and not (self.root / path_or_hash).exists():
             h = self._resolve_hash(path_or_hash)
             data = self.reader.read(h) if raw else self.reader.unit_text(h)
@@ -499,12 +531,20 @@ class Engine:
             s, e = span
             if not (0 <= s <= e <= len(data)):
                 raise ConfigError(f"span {span} is outside the unit (0..{len(data)} bytes)")
-            data = data[s:e]
-        return data
+            return h, s, e, data[s:e]
+        return h, 0, len(data), data
 
     def read(self, path_or_hash: str, span: tuple[int, int] | None = None) -> str:
         """Read any unit (by path inside the root, or by content hash), optionally a byte span."""
-        return self.read_bytes(path_or_hash, span).decode("utf-8", errors="replace")
+        got: list[str] = []
+
+        def run() -> str:
+            h, s, e, data = self._read_unit(path_or_hash, span)
+            got.append(f"{h[:12]}:{s}-{e}")
+            return data.decode("utf-8", errors="replace")
+
+        return self._recorded("read", {"path_or_hash": path_or_hash, "span": span}, run,
+                              describe=lambda out: (got[-1:], []))
 
     def document(self, path_or_hash: str):
         """The unit's ``lar.extract.Document``: its text plus structure and source map."""
@@ -518,10 +558,14 @@ class Engine:
               scope: Any = None) -> dict[str, Any]:
         """Give building layers up to ``timebox`` to catch up (priority: the last request's
         candidates and fetched units, then the scope by usage, then the rest)."""
-        for n in layers or []:
-            if n not in self.layers:
-                raise UnknownLayerError(n, list(self.layers))
-        return self.builder.run(parse_duration(timebox), layers=layers, scope=scope)
+        def run() -> dict[str, Any]:
+            for n in layers or []:
+                if n not in self.layers:
+                    raise UnknownLayerError(n, list(self.layers))
+            return self.builder.run(parse_duration(timebox), layers=layers, scope=scope)
+
+        return self._recorded("build", {"timebox": seconds(timebox), "layers": layers,
+                                        "scope": scope}, run)
 
     def start_background_build(self) -> None:
         """Build lazily in a background thread that yields to searches (``stop_...`` ends it)."""

@@ -337,6 +337,40 @@ def test_cli_standalone(gen_corpus, tmp_path, capsys, monkeypatch):
     assert "error:" in capsys.readouterr().err
 
 
+def test_several_kinds_in_one_set(gen_corpus, tmp_path, capsys):
+    from evals.data import load_beir
+    from evals.generate_cli import main
+    from evals.generate_many import merge_sets
+
+    out = tmp_path / "mix"
+    assert main([str(gen_corpus), "--kind", "rare-term,paraphrase", "--n", "2", "--seed", "0",
+                 "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("rare-term: wrote 2/2") and lines[1].startswith("paraphrase: wrote")
+    report = json.loads((out / "report.json").read_text())
+    parts = report["parts"]
+    assert report["kind"] == "rare-term+paraphrase"
+    assert report["n_written"] == parts["rare-term"]["n_written"] + parts["paraphrase"]["n_written"]
+    # each part equals a set generated alone with the same options
+    alone = generate(gen_corpus, "rare-term", 2, 0, tmp_path / "alone")
+    assert alone["n_written"] == parts["rare-term"]["n_written"]
+    assert (tmp_path / "alone" / "queries.jsonl").read_text() in (out / "queries.jsonl").read_text()
+    data = load_beir(out, "test")
+    types = sorted({data.query_type(q) for q in data.scored_queries()})
+    assert types == ["paraphrase", "rare-term"]
+    assert len(data.scored_queries()) == report["n_written"]
+    # parts with another corpus cannot be merged; an id in two parts neither
+    other = tmp_path / "other"
+    generate(gen_corpus, "rare-term", 2, 0, other, max_files=2)
+    with pytest.raises(GenerateError, match="another corpus"):
+        merge_sets([out / "parts" / "rare-term", other], tmp_path / "bad")
+    with pytest.raises(GenerateError, match="in both"):
+        merge_sets([out / "parts" / "rare-term", tmp_path / "alone"], tmp_path / "bad2")
+    with pytest.raises(SystemExit) as exc:  # argparse: usage and the list of kinds
+        main([str(gen_corpus), "--kind", "rare-term,para", "--out", str(tmp_path / "x")])
+    assert exc.value.code == 2 and "unknown kind 'para'" in capsys.readouterr().err
+
+
 # -- built-in paraphrases (Model2Vec neighbours) ------------------------------------------
 @pytest.fixture(scope="module")
 def para_runs(gen_corpus, tmp_path_factory):
