@@ -76,6 +76,7 @@ class BeirEvaluation:
     top: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     pools: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     per_query: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    scored: dict[str, dict[str, list[list]]] = field(default_factory=dict)
     root: Path | None = None
     path_to_doc: dict[str, str] = field(default_factory=dict)
 
@@ -198,7 +199,9 @@ def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fu
         states[r] = res.run(r).state.value
         per_layer[r] = list(res.hits)
     rankings, top, pools = {}, {}, {}
+    scored: dict[str, list[list]] = {}
     for r, hits in per_layer.items():
+        scored[r] = scored_docs(hits, r, path_to_doc)
         paths = [h.paths for h in hits]
         rankings[f"route:{r}"] = docs_of_hits(paths, path_to_doc, k)
         top[f"route:{r}"] = docs_of_hits(paths, path_to_doc, attribution_k)
@@ -229,7 +232,34 @@ def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fu
     top["default"] = docs_of_hits(paths, path_to_doc, attribution_k)
     default_states = {run.name: run.state.value for run in res.runs if run.name in routes}
     return {"rankings": rankings, "top": top, "pools": pools, "times": times,
-            "states": states, "default_states": default_states}
+            "states": states, "default_states": default_states, "scored": scored}
+
+
+def scored_docs(hits: Sequence[Any], route: str, path_to_doc: Mapping[str, str]) -> list[list]:
+    """``[[doc, score], ...]`` of one route's whole list, best first, a document at its best
+    hit (``score`` is the layer's own, ``null`` when it gave none): what offline fusion studies
+    need beyond ranks."""
+    out: dict[str, float | None] = {}
+    for h in hits:
+        ev = h.evidence.get(route)
+        score = getattr(ev, "score", None)
+        for p in h.paths:
+            d = path_to_doc.get(p)
+            if d is not None and d not in out:
+                out[d] = None if score is None or not math.isfinite(score) else round(float(score), 6)
+    return [[d, s] for d, s in out.items()]
+
+
+def write_route_lists(path: Path, ev: "BeirEvaluation") -> None:
+    """One JSON line per query, ``{"qid", "routes": {route: [[doc, score], ...]}}`` (gzip): every
+    route's whole list with the layers' own scores, for fusion studies without re-running."""
+    import gzip
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        for qid in ev.qids:
+            fh.write(json.dumps({"qid": qid, "routes": ev.scored.get(qid, {})}) + "\n")
 
 
 def _count_states(per_query: Sequence[Mapping[str, str]]) -> dict[str, dict[str, int]]:
@@ -297,6 +327,7 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
             else:  # an empty query retrieves nothing (and scores 0)
                 got = {"rankings": {}, "top": {}, "pools": {}, "times": {}, "states": {},
                        "default_states": {}}
+            ev.scored[qid] = got.get("scored", {})
             for part in ("rankings", "top", "pools"):
                 store = getattr(ev, part)
                 for label, docs in got[part].items():
@@ -354,6 +385,7 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
             for label in labels:
                 name = label.replace(":", "-")
                 write_trec(runs_dir / f"{name}.trec", ev.rankings.get(label, {}), f"lar-{name}", qids)
+            write_route_lists(runs_dir / "route-lists.jsonl.gz", ev)
             summary["runs_dir"] = str(runs_dir)
         if out_dir is not None:
             from .cli import write_json

@@ -54,7 +54,20 @@ def test_trec_run_files(evaluation):
     names = sorted(p.name for p in runs.iterdir())
     assert names == sorted([f"route-{r}.trec" for r in ROUTES]
                            + [f"fusion-{p}.trec" for p in ["rrf", "route-unique", "combsum", "combmnz"]]
-                           + ["default.trec"])
+                           + ["default.trec", "route-lists.jsonl.gz"])
+    import gzip
+    import json
+
+    rows = [json.loads(line) for line in gzip.open(runs / "route-lists.jsonl.gz", "rt")]
+    assert [r["qid"] for r in rows] == ev.qids
+    for row in rows:
+        for route in ROUTES:
+            got = row["routes"].get(route, [])
+            # the whole list, documents in the route's order, each with the layer's own score
+            assert [d for d, _ in got] == ev.pools[f"{route}"].get(row["qid"], [])
+            assert all(s is None or isinstance(s, float) for _, s in got)
+    bm25 = [s for row in rows for _, s in row["routes"].get("bm25", [])]
+    assert bm25 and all(s > 0 for s in bm25)
     lines = (runs / "route-bm25.trec").read_text().splitlines()
     assert lines
     prev = {}
