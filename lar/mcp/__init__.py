@@ -1,0 +1,16 @@
+"""The MCP server (``lar mcp --root DIR``): tools status, search, fetch, inventory, run_tool and
+build over stdio. ``LarTools`` holds the tools without the SDK; ``serve`` runs them with it
+(the optional ``mcp`` package: ``pip install 'lar[agent]'``). See docs/agents.md."""
+from __future__ import annotations
+
+from .tools import SPECS, LarTools, Reply, ToolArgumentError, UnknownToolError
+
+
+def serve(*args, **kwargs) -> None:
+    """Serve a root over stdio (see ``lar.mcp.server.serve``)."""
+    from .server import serve as _serve
+
+    _serve(*args, **kwargs)
+
+
+__all__ = ["SPECS", "LarTools", "Reply", "ToolArgumentError", "UnknownToolError", "serve"]

@@ -1,0 +1,30 @@
+"""The two-stage tool-output cache (spec 4.5): run any command or Python callable once, keep
+its full output, hand back a deterministic filtered view with an id per item, and fetch any
+item or line range in full later. Whether an item was filtered or never requested makes no
+difference to the caller. Cached outputs are a corpus like any other (``ToolCache.engine()``).
+
+    from lar.toolcache import ToolCache
+    tc = ToolCache(".lar/tools")
+    view = tc.run(["rg", "-n", "TODO", "src"])
+    print(view.text)                 # items with ids such as t3fa9c1d2e4b5:2
+    tc.fetch("t3fa9c1d2e4b5:2").text # the whole item; ":L10-20" for lines
+
+The view format and the id format are documented in ``lar.toolcache.view``; the guard used by
+the MCP server (allow-list, path checks, withheld lines) in ``lar.toolcache.security``.
+"""
+from __future__ import annotations
+
+from .cache import DEFAULT_ENV_KEYS, ToolCache
+from .errors import (OutOfScopeError, ToolCacheError, ToolIdError, ToolNotAllowedError,
+                     ToolRunError, ToolTimeoutError)
+from .security import DEFAULT_ALLOWED, GIT_SUBCOMMANDS, Guard
+from .store import ToolRecord
+from .ids import ToolFetched, ToolId, is_tool_id, parse_tool_id
+from .view import ITEM_MAX_LINES, ToolView, ViewItem, count_tokens
+
+__all__ = [
+    "DEFAULT_ALLOWED", "DEFAULT_ENV_KEYS", "GIT_SUBCOMMANDS", "Guard", "ITEM_MAX_LINES",
+    "OutOfScopeError", "ToolCache", "ToolCacheError", "ToolFetched", "ToolId", "ToolIdError",
+    "ToolNotAllowedError", "ToolRecord", "ToolRunError", "ToolTimeoutError", "ToolView",
+    "ViewItem", "count_tokens", "is_tool_id", "parse_tool_id",
+]
