@@ -29,6 +29,7 @@ from lar.cli import _csv, _duration  # the same argument parsing as the lar comm
 PLUGGED = {
     "generate": ("evals.generate_cli", "generate evaluation sets (rare-term, paraphrase, ...)"),
     "report": ("evals.report", "render a report from one or more JSON summaries"),
+    "fit": ("evals.fit", "fit the adaptive fusion model on recorded route lists, held-out scores"),
 }
 
 

@@ -349,7 +349,8 @@ class Engine(Recording):
         try:
             out = await orchestrate(query, chosen, view, timebox=tb - (time.monotonic() - t_call),
                                     k=k, emphasis=emphasis, fusion=fusion, rrf_c=rrf_c,
-                                    strict=strict, skipped=skipped, prepare=prepare)
+                                    strict=strict, skipped=skipped, prepare=prepare,
+                                    fusion_model=self.config.get("fusion_model"))
         finally:
             with self._active_lock:
                 self._active -= 1

@@ -11,6 +11,10 @@ Policies (see :data:`POLICIES`):
   its best candidate not already selected, so that no route is crowded out of the top ``k``.
 * ``"combsum"`` / ``"combmnz"`` - sum of per-route normalised scores (times the number of
   routes that found the key, for CombMNZ).
+* ``"pvalue"`` - CombSUM of each route's evidence ``-ln p`` (:mod:`lar.probe`: the score read
+  against the route's own background fit for this query); a route without signal adds nothing.
+* ``"adaptive"`` - the same evidence, weighted per route and query by the probe features and a
+  fitted :class:`lar.fusion_adaptive.FusionModel` (``model=``); RRF when no route has signal.
 
 A key listed twice in one route keeps its first (best) position; later copies are ignored and
 ranks are positions in the route's list of distinct keys.  Ties are broken deterministically:
@@ -31,8 +35,8 @@ from .errors import ConfigError
 Key = Hashable
 Runs = Mapping[str, Sequence[tuple[Key, float]]]
 
-POLICIES: tuple[str, ...] = ("route-unique", "rrf", "combsum", "combmnz")
-NORMS: tuple[str, ...] = ("minmax", "zscore", "rank", "none")
+POLICIES: tuple[str, ...] = ("route-unique", "rrf", "combsum", "combmnz", "adaptive", "pvalue")
+NORMS: tuple[str, ...] = ("minmax", "zscore", "rank", "pvalue", "none")
 SLOTS: tuple[str, ...] = ("core", "route-unique", "fill")
 DEFAULT_C = 60.0
 
@@ -198,6 +202,13 @@ def _normalise(table: _Table, route: str, norm: str) -> dict[Key, float]:
     keys = table.route_keys[route]
     if norm == "rank":
         return {key: 1.0 / table.cands[key].ranks[route] for key in keys}
+    if norm == "pvalue":
+        from .probe import fit_tail
+
+        fit, _ = fit_tail([table.cands[key].raw[route] for key in keys])
+        if fit is None:  # no signal in this route for this query
+            return {key: 0.0 for key in keys}
+        return {key: fit.evidence(table.cands[key].raw[route]) for key in keys}
     raw = {key: table.cands[key].raw[route] for key in keys}
     bad = [key for key, s in raw.items() if not math.isfinite(s)]
     if bad:
@@ -249,6 +260,32 @@ def combmnz(runs: Runs, k: int | None = None, norm: str = "minmax") -> list[Fuse
     return _comb(runs, k, norm, mnz=True)
 
 
+def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEFAULT_C):
+    """Query-adaptive fusion (see :mod:`lar.fusion_adaptive`). Returns ``(items, probes,
+    weights, fits)``: the fused items, each route's :class:`lar.probe.RouteProbe`, its weight
+    and its background fit (None when it has none)."""
+    from .fusion_adaptive import evidence_scores, load_model, probe_runs
+
+    k = _check_k(k)
+    table = _collect(runs)
+    model = load_model(model)
+    dedup = {r: [(key, table.cands[key].raw[r]) for key in table.route_keys[r]] for r in table.routes}
+    probes, fits = probe_runs(dedup)
+    ev = evidence_scores(dedup, fits)
+    weights = {r: model.weights_for(r).weight(probes[r]) for r in table.routes}
+    if not any(w > 0 for w in weights.values()):
+        return rrf(runs, k, c), probes, weights, fits
+    scores = {key: math.fsum(weights[r] * ev[r].get(key, 0.0) for r in cand.ranks if r in ev)
+              for key, cand in table.cands.items()}
+    ordered = _ordered(table, scores)[:k]
+    return [_item(table, cand, scores[cand.key], "core") for cand in ordered], probes, weights, fits
+
+
+def adaptive(runs: Runs, k: int | None = None, model=None, c: float = DEFAULT_C) -> list[FusedItem]:
+    """The items of :func:`adaptive_fusion`."""
+    return adaptive_fusion(runs, k, model, c)[0]
+
+
 def fuse(
     policy: str,
     runs: Runs,
@@ -256,18 +293,21 @@ def fuse(
     c: float = DEFAULT_C,
     *,
     norm: str = "minmax",
+    model=None,
 ) -> list[FusedItem]:
     """Fuse ``runs`` with ``policy`` (one of :data:`POLICIES`).
 
-    ``c`` is used by ``"rrf"`` and ``"route-unique"``; ``norm`` by ``"combsum"`` and
-    ``"combmnz"``.  Empty ``runs`` give ``[]``.
+    ``c`` is used by ``"rrf"`` and ``"route-unique"`` (and by ``"adaptive"`` when it falls back
+    to RRF); ``norm`` by ``"combsum"`` and ``"combmnz"``; ``model`` (a
+    :class:`lar.fusion_adaptive.FusionModel`, a mapping or a JSON path; None: the packaged one)
+    by ``"adaptive"``.  Empty ``runs`` give ``[]``.
     """
     if policy not in POLICIES:
         raise ConfigError(f"unknown fusion policy {policy!r}; valid policies: {', '.join(POLICIES)}")
     _check_k(k)
-    if policy in ("rrf", "route-unique"):
+    if policy in ("rrf", "route-unique", "adaptive"):
         _check_c(c)
-    else:
+    elif policy != "pvalue":
         _check_norm(norm)
     if isinstance(runs, Mapping) and not runs:
         return []
@@ -277,6 +317,10 @@ def fuse(
         return route_unique(runs, k, c)
     if policy == "combsum":
         return combsum(runs, k, norm)
+    if policy == "pvalue":
+        return combsum(runs, k, "pvalue")
+    if policy == "adaptive":
+        return adaptive(runs, k, model, c)
     return combmnz(runs, k, norm)
 
 
@@ -287,6 +331,8 @@ __all__ = [
     "SLOTS",
     "FusedItem",
     "Key",
+    "adaptive",
+    "adaptive_fusion",
     "Runs",
     "combmnz",
     "combsum",

@@ -8,12 +8,14 @@ contributions, elapsed time and coverage. Fusion is the caller's choice (``lar.f
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from .errors import ConfigError, LarError, LayerFailedError
-from .fusion import POLICIES, fuse
+from .fusion import POLICIES, adaptive_fusion, fuse
+from .fusion_adaptive import probe_runs, with_probe
 from .layer import Budget, Candidate, ScopeView
 from .merge import group_hits, merged_hit, runs_for_fusion
 from .types import Hit, LayerRun, RunState
@@ -117,6 +119,7 @@ async def orchestrate(
     strict: bool,
     skipped: Sequence[LayerRun] = (),
     prepare=None,
+    fusion_model: Any = None,
 ) -> dict[str, Any]:
     t0 = time.monotonic()
     deadline = t0 + timebox
@@ -234,9 +237,22 @@ async def orchestrate(
             raise LayerFailedError("; ".join(r.reason for r in failed))
 
     groups = group_hits(per_layer)
-    fused = fuse(fusion, runs_for_fusion(groups, per_layer), k=k, c=rrf_c) if groups else []
+    fused, probes, weights, fits = [], {}, {}, {}
+    if groups:
+        fruns = runs_for_fusion(groups, per_layer)
+        if fusion == "adaptive":
+            fused, probes, weights, fits = adaptive_fusion(fruns, k=k, model=fusion_model, c=rrf_c)
+        else:
+            fused = fuse(fusion, fruns, k=k, c=rrf_c)
+            probes, fits = probe_runs(fruns)
     by_key = {g.key: g for g in groups}
-    hits = [merged_hit(by_key[it.key], dict(it.ranks)) for it in fused]
+    hits = [with_probe(merged_hit(by_key[it.key], dict(it.ranks)), fits) for it in fused]
+    for name, probe in probes.items():
+        if name in runs:
+            info = probe.to_dict()
+            if name in weights:
+                info["weight"] = round(weights[name], 4)
+            runs[name] = dataclasses.replace(runs[name], probe=info)
     order = [n for n, _ in layers]
     ordered_runs = [runs[n] for n in order if n in runs] + [r for n, r in runs.items() if n not in order]
     prep = None

@@ -71,7 +71,7 @@ class Result:
             "fusion": self.fusion,
             "emphasis": self.emphasis,
             "hits": [h.to_dict() if full else h.to_compact() for h in self.hits],
-            "runs": [r.to_dict() for r in self.runs],
+            "runs": [r.to_dict(probe=full) for r in self.runs],
         }
 
     def to_json(self, *, full: bool = False, indent: int | None = None) -> str:

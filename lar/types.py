@@ -83,6 +83,10 @@ class Evidence:
     query: Any = None
     sub_spans: tuple[tuple[int, int], ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+    # the score read against the layer's background for this query (lar.probe): expected number
+    # of background units scoring as high, and the chance of that; None when not probed
+    evalue: float | None = None
+    p_value: float | None = None
 
     def __post_init__(self) -> None:
         if self.rank < 1:
@@ -105,6 +109,9 @@ class Evidence:
         }
         if self.details:
             out["details"] = dict(self.details)
+        if self.evalue is not None:
+            out["evalue"] = float(f"{self.evalue:.4g}")
+            out["p_value"] = float(f"{self.p_value:.4g}") if self.p_value is not None else None
         return out
 
 
@@ -262,6 +269,9 @@ class LayerRun:
     coverage: float | None = None
     role: str = "generate"
     query: Any = None
+    # label-free signal strength of this layer's list for this query (lar.probe) and the weight
+    # the adaptive fusion gave it; None when the layer found nothing or was not probed
+    probe: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", RunState(self.state))
@@ -272,7 +282,8 @@ class LayerRun:
         if self.state in (RunState.SKIPPED, RunState.FAILED) and not self.reason:
             raise ConfigError(f"a {self.state.value} LayerRun needs a reason")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, probe: bool = True) -> dict[str, Any]:
+        """The JSON form (``probe=False``: without the probe features, as in compact results)."""
         return {
             "name": self.name,
             "state": self.state.value,
@@ -281,4 +292,5 @@ class LayerRun:
             "elapsed": round(self.elapsed, 6),
             "coverage": None if self.coverage is None else round(self.coverage, 4),
             "role": self.role,
+            **({"probe": dict(self.probe)} if probe and self.probe is not None else {}),
         }

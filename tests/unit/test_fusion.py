@@ -177,7 +177,7 @@ def test_nonfinite_score_rejected_unless_rank_norm():
 
 # -- fuse and validation -------------------------------------------------------------------------
 def test_fuse_dispatch():
-    assert POLICIES == ("route-unique", "rrf", "combsum", "combmnz")
+    assert POLICIES == ("route-unique", "rrf", "combsum", "combmnz", "adaptive", "pvalue")
     assert keys(fuse("route-unique", SEED, k=2)) == ["A", "D"]
     assert keys(fuse("rrf", SEED, k=2)) == ["A", "B"]
     assert keys(fuse("combsum", COMB)) == keys(combsum(COMB))
@@ -196,7 +196,7 @@ def test_unknown_policy_lists_policies():
 
 
 def test_unknown_norm_lists_norms():
-    with pytest.raises(ConfigError, match="minmax, zscore, rank, none"):
+    with pytest.raises(ConfigError, match="minmax, zscore, rank, pvalue, none"):
         combsum(COMB, norm="l2")
     with pytest.raises(ConfigError, match="minmax"):
         fuse("combmnz", COMB, norm="l2")

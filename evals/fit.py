@@ -1,0 +1,303 @@
+"""Fit and score the adaptive fusion model from recorded route lists, without re-running searches.
+
+``python -m evals fit --set BEIR_DIR SPLIT RUNS_DIR [--set ...] [--holdout BEIR_DIR SPLIT RUNS_DIR]
+--out MODEL.json --report REPORT.json``
+
+Each ``RUNS_DIR`` is the run-file folder of a ``beir`` run (its ``route-lists.jsonl.gz`` holds
+every route's whole list with the layers' scores). The fit is cross-fitted: each training set's
+queries are split into ``--folds`` seeded folds; the model fitted on the other folds of *all*
+training sets ranks each fold's queries, so every reported figure is held out. Holdout sets are
+ranked by the model fitted on all training queries. Single routes, RRF, route-unique, CombSUM,
+``pvalue`` (equal weights on the evidence scale) and ``adaptive`` (fitted) are scored with ranx,
+with paired t-tests (Holm-corrected) of the fitted policy against the best single route and RRF.
+The final model, fitted on every training query, is written to ``--out`` with the names of the
+data it saw and its held-out figures.
+
+The model: :class:`lar.fusion_adaptive.FusionModel`, three weights per route (``base``,
+``signal``, ``agree``), fitted by coordinate ascent over small grids on the mean nDCG@10.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from lar.fusion import fuse
+from lar.fusion_adaptive import FusionModel, RouteWeights, evidence_scores, probe_runs
+from lar.probe import EVIDENCE_CAP
+
+from .data import load_beir
+from .errors import EvalConfigError, EvalDataError
+from .metrics import evaluate, rounded
+
+GRIDS = {"base": (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0),
+         "signal": (-1.0, 0.0, 0.5, 1.0, 2.0, 4.0),
+         "agree": (-1.0, -0.5, 0.0, 0.5, 1.0, 2.0)}
+METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+BASELINES = ("rrf", "route-unique", "combsum", "pvalue")
+K = 100
+
+
+@dataclass
+class QueryData:
+    """One query's evidence matrix (documents x routes) and probe features."""
+
+    docs: list[str]
+    ev: np.ndarray        # evidence, 0 where the route did not list the document
+    rrf: np.ndarray       # RRF contributions, the fallback when no route carries weight
+    top: np.ndarray       # per route: top evidence / CAP
+    agree: np.ndarray     # per route: agreement
+    usable: np.ndarray    # per route: 1.0 when the route has a fit
+    gains: np.ndarray     # relevance of each document
+    idcg: float
+
+
+@dataclass
+class FitSet:
+    name: str
+    qrels: dict[str, dict[str, int]]
+    lists: dict[str, dict[str, list[tuple[str, float]]]]   # qid -> route -> [(doc, score)]
+    types: dict[str, str]
+
+
+def load_set(beir_dir: str, split: str, runs_dir: str) -> FitSet:
+    """Qrels (and query types) from the BEIR folder, lists from ``runs_dir/route-lists.jsonl.gz``."""
+    data = load_beir(beir_dir, split)
+    path = Path(runs_dir) / "route-lists.jsonl.gz"
+    if not path.is_file():
+        raise EvalConfigError(f"{path} is missing: run `python -m evals beir` with a runs dir first")
+    lists: dict[str, dict[str, list[tuple[str, float]]]] = {}
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for no, line in enumerate(fh, 1):
+            try:
+                row = json.loads(line)
+                lists[row["qid"]] = {r: [(d, s) for d, s in items if s is not None]
+                                     for r, items in row["routes"].items()}
+            except (ValueError, KeyError, TypeError) as exc:
+                raise EvalDataError(f"not a route-list line ({exc})", path=str(path), line=no) from None
+    qrels = {q: dict(data.qrels[q]) for q in lists if data.qrels.get(q)}
+    types = {q: t for q in qrels if (t := data.query_type(q)) is not None}
+    return FitSet(f"{data.name}-{split}", qrels, {q: lists[q] for q in qrels}, types)
+
+
+def _query_data(lists: Mapping[str, list], routes: Sequence[str], qrels: Mapping[str, int]
+                ) -> QueryData:
+    runs = {r: lists[r] for r in routes if lists.get(r)}
+    probes, fits = probe_runs(runs)
+    ev = evidence_scores(runs, fits)
+    docs: dict[str, int] = {}
+    for items in runs.values():
+        for d, _ in items:
+            docs.setdefault(d, len(docs))
+    n, m = len(docs), len(routes)
+    E, R = np.zeros((n, m)), np.zeros((n, m))
+    top, agree, usable = np.zeros(m), np.zeros(m), np.zeros(m)
+    for j, r in enumerate(routes):
+        if r not in runs:
+            continue
+        seen = set()
+        for rank, (d, _) in enumerate(runs[r], 1):
+            if d not in seen:
+                seen.add(d)
+                R[docs[d], j] = 1.0 / (60.0 + rank)
+        for d, e in ev.get(r, {}).items():
+            E[docs[d], j] = e
+        p = probes[r]
+        top[j], agree[j], usable[j] = min(p.top_evidence, EVIDENCE_CAP) / EVIDENCE_CAP, p.agreement, float(p.usable)
+    gains = np.array([float(qrels.get(d, 0)) for d in docs])
+    ideal = sorted((g for g in qrels.values() if g > 0), reverse=True)[:10]
+    idcg = sum((2 ** g - 1) / np.log2(i + 2) for i, g in enumerate(ideal))
+    return QueryData(list(docs), E, R, top, agree, usable, gains, float(idcg))
+
+
+def _weights(q: QueryData, params: np.ndarray) -> np.ndarray:
+    return np.maximum(0.0, params[:, 0] + params[:, 1] * q.top + params[:, 2] * q.agree) * q.usable
+
+
+def _scores(q: QueryData, params: np.ndarray) -> np.ndarray:
+    w = _weights(q, params)
+    return q.ev @ w if w.any() else q.rrf.sum(axis=1)
+
+
+def _ndcg10(q: QueryData, scores: np.ndarray) -> float:
+    if q.idcg <= 0 or not len(scores):
+        return 0.0
+    order = np.argsort(-scores, kind="stable")[:10]
+    g = q.gains[order]
+    return float(((2 ** g - 1) / np.log2(np.arange(2, len(g) + 2))).sum() / q.idcg)
+
+
+def objective(queries: Sequence[QueryData], params: np.ndarray) -> float:
+    return float(np.mean([_ndcg10(q, _scores(q, params)) for q in queries])) if queries else 0.0
+
+
+def fit_params(queries: Sequence[QueryData], routes: Sequence[str], rounds: int = 3) -> np.ndarray:
+    """Coordinate ascent from equal weights over :data:`GRIDS` (deterministic)."""
+    params = np.tile(np.array([1.0, 0.0, 0.0]), (len(routes), 1))
+    best = objective(queries, params)
+    for _ in range(rounds):
+        improved = False
+        for j in range(len(routes)):
+            for c, name in enumerate(("base", "signal", "agree")):
+                for v in GRIDS[name]:
+                    if v == params[j, c]:
+                        continue
+                    trial = params.copy()
+                    trial[j, c] = v
+                    got = objective(queries, trial)
+                    if got > best + 1e-9:
+                        best, params, improved = got, trial, True
+        if not improved:
+            break
+    return params
+
+
+def to_model(params: np.ndarray, routes: Sequence[str], **meta: Any) -> FusionModel:
+    weights = {r: RouteWeights(float(p[0]), float(p[1]), float(p[2])) for r, p in zip(routes, params)}
+    return FusionModel(weights, RouteWeights(0.0), **meta)
+
+
+def _rank(q: QueryData, scores: np.ndarray, k: int = K) -> list[str]:
+    return [q.docs[i] for i in np.argsort(-scores, kind="stable")[:k]]
+
+
+def folds_of(qids: Sequence[str], folds: int, seed: int) -> list[list[str]]:
+    order = sorted(qids)
+    random.Random(seed).shuffle(order)
+    return [sorted(order[i::folds]) for i in range(folds)]
+
+
+def _baselines(fs: FitSet, routes: Sequence[str]) -> dict[str, dict[str, list[str]]]:
+    out: dict[str, dict[str, list[str]]] = {f"route:{r}": {} for r in routes}
+    out.update({f"fusion:{p}": {} for p in BASELINES})
+    for qid, lists in fs.lists.items():
+        for r in routes:
+            out[f"route:{r}"][qid] = [d for d, _ in lists.get(r, [])][:K]
+        runs = {r: lists[r] for r in routes if lists.get(r)}
+        for p in BASELINES:
+            out[f"fusion:{p}"][qid] = [it.key for it in fuse(p, runs, k=K)] if runs else []
+    return out
+
+
+def run_fit(train: Sequence[FitSet], holdout: Sequence[FitSet] = (), *, folds: int = 2,
+            seed: int = 0, metrics: Sequence[str] = METRICS) -> tuple[FusionModel, dict[str, Any]]:
+    """Cross-fit on ``train``, score every set, fit the final model on all training queries."""
+    if not train:
+        raise EvalConfigError("fit needs at least one training set (--set BEIR_DIR SPLIT RUNS_DIR)")
+    if folds < 2:
+        raise EvalConfigError(f"folds must be at least 2, got {folds}")
+    routes = sorted({r for fs in [*train, *holdout] for lists in fs.lists.values() for r, v in lists.items() if v})
+    qdata = {fs.name: {q: _query_data(fs.lists[q], routes, fs.qrels[q]) for q in fs.lists}
+             for fs in [*train, *holdout]}
+    split = {fs.name: folds_of(list(fs.lists), folds, seed) for fs in train}
+    held: dict[str, dict[str, list[str]]] = {fs.name: {} for fs in train}
+    fold_models = []
+    for i in range(folds):
+        fit_q = [qdata[fs.name][q] for fs in train for j, f in enumerate(split[fs.name]) if j != i for q in f]
+        params = fit_params(fit_q, routes)
+        fold_models.append(to_model(params, routes, name=f"fold-{i}").to_dict()["routes"])
+        for fs in train:
+            for q in split[fs.name][i]:
+                held[fs.name][q] = _rank(qdata[fs.name][q], _scores(qdata[fs.name][q], params))
+    all_q = [qd for fs in train for qd in qdata[fs.name].values()]
+    final = fit_params(all_q, routes)
+    for fs in holdout:
+        held[fs.name] = {q: _rank(qd, _scores(qd, final)) for q, qd in qdata[fs.name].items()}
+    report: dict[str, Any] = {"schema": 1, "routes": routes, "folds": folds, "seed": seed,
+                              "train": [fs.name for fs in train], "holdout": [fs.name for fs in holdout],
+                              "sets": {}, "fold_models": fold_models}
+    for fs in [*train, *holdout]:
+        rankings = _baselines(fs, routes)
+        rankings["fusion:adaptive"] = held[fs.name]
+        report["sets"][fs.name] = score_set(fs, rankings, routes, metrics)
+    info = {name: {"adaptive": s["scores"]["fusion:adaptive"], "best_route": s["best_route"]}
+            for name, s in report["sets"].items()}
+    model = to_model(final, routes, name="adaptive-fitted",
+                     trained_on=tuple(f"{fs.name} ({len(fs.lists)} queries)" for fs in train),
+                     info={"objective": "mean nDCG@10", "held_out": info,
+                           "fit": "coordinate ascent over evals.fit.GRIDS, 3 rounds"})
+    report["model"] = model.to_dict()
+    return model, report
+
+
+def score_set(fs: FitSet, rankings: dict[str, dict[str, list[str]]], routes: Sequence[str],
+              metrics: Sequence[str]) -> dict[str, Any]:
+    from .compare import holm
+    from .metrics import to_run_dict
+    from lar.errors import require
+
+    ranx = require("ranx", "eval")
+    scores, per_q = {}, {}
+    for label, ranking in rankings.items():
+        scores[label], per_q[label] = evaluate(fs.qrels, ranking, metrics, name=label)
+    first = metrics[0]
+    best = max((f"route:{r}" for r in routes), key=lambda lab: scores[lab][first])
+    qids = sorted(fs.qrels)
+    qrels = ranx.Qrels.from_dict(fs.qrels)
+    tests = []
+    for a, b in (("fusion:adaptive", best), ("fusion:adaptive", "fusion:rrf"),
+                 ("fusion:adaptive", "fusion:route-unique"), ("fusion:rrf", best)):
+        ra = ranx.Run.from_dict(to_run_dict(rankings[a], qids), name=a)
+        rb = ranx.Run.from_dict(to_run_dict(rankings[b], qids), name=b)
+        rep = ranx.compare(qrels, [ra, rb], list(metrics), stat_test="student")
+        for m in metrics:
+            p = float(rep.comparisons[frozenset((a, b))][m]["p_value"])
+            tests.append({"a": a, "b": b, "metric": m, "delta": round(scores[a][m] - scores[b][m], 4),
+                          "p_value": None if p != p else p})
+    for t, adj in zip(tests, holm([t["p_value"] for t in tests])):
+        t["p_holm"], t["significant"] = adj, adj < 0.05
+    by_type: dict[str, Any] = {}
+    for t in sorted(set(fs.types.values())):
+        qs = [q for q, tt in fs.types.items() if tt == t]
+        by_type[t] = {"n_queries": len(qs), **{lab: round(float(np.mean(
+            [per_q[lab][first].get(q, 0.0) for q in qs])), 4) for lab in rankings}}
+    return {"n_queries": len(fs.qrels), "best_route": best,
+            "scores": {lab: rounded(v) for lab, v in scores.items()}, "tests": tests,
+            "by_type": by_type}
+
+
+def add_arguments(parser) -> Any:
+    parser.add_argument("--set", nargs=3, action="append", default=[], metavar=("BEIR_DIR", "SPLIT", "RUNS_DIR"),
+                        help="a training set: its BEIR folder, split and the beir run's runs dir (repeatable)")
+    parser.add_argument("--holdout", nargs=3, action="append", default=[],
+                        metavar=("BEIR_DIR", "SPLIT", "RUNS_DIR"),
+                        help="a set only scored, by the model fitted on all training queries")
+    parser.add_argument("--folds", type=int, default=2, help="cross-fitting folds (default 2)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True, help="the fitted model (JSON)")
+    parser.add_argument("--report", default=None, help="held-out scores and tests (JSON)")
+    return parser
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = []
+    for name, s in report["sets"].items():
+        sc = s["scores"]
+        best = s["best_route"]
+        lines.append(f"{name} ({s['n_queries']} queries): adaptive ndcg@10 "
+                     f"{sc['fusion:adaptive']['ndcg@10']} vs best route {best} {sc[best]['ndcg@10']}, "
+                     f"rrf {sc['fusion:rrf']['ndcg@10']}, route-unique {sc['fusion:route-unique']['ndcg@10']}, "
+                     f"pvalue {sc['fusion:pvalue']['ndcg@10']}")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    train = [load_set(*spec) for spec in args.set]
+    holdout = [load_set(*spec) for spec in args.holdout]
+    model, report = run_fit(train, holdout, folds=args.folds, seed=args.seed)
+    model.save(args.out)
+    if args.report:
+        from .cli import write_json
+
+        write_json(args.report, report)
+    print(format_report(report))
+    print(f"wrote {args.out}" + (f" and {args.report}" if args.report else ""))
+    return 0
+
+
+__all__ = ["FitSet", "GRIDS", "load_set", "objective", "fit_params", "run_fit", "score_set"]

@@ -1,0 +1,170 @@
+"""Query-adaptive fusion: each route's weight follows what its own list says about this query.
+
+Every route's scores are first turned into evidence (``-ln p`` from the route's background fit,
+:mod:`lar.probe`), so spaces share one scale. A key's fused score is
+
+    sum over routes r of  w_r(q) * evidence_r(key)
+
+with ``w_r(q) = max(0, base_r + signal_r * top_r / CAP + agree_r * agreement_r)``: ``top_r`` is
+the evidence of route r's best hit for this query (does anything stand out at all?) and
+``agreement_r`` the share of its first 10 hits other routes also have. A route without signal
+(no fit: constant or too few scores, NaN) gets weight 0 and says why in its probe. The weights
+(three numbers per route, plus a default for routes the model does not know) form a
+:class:`FusionModel`: small, inspectable, saved as JSON with the names of the data it was fitted
+on (``python -m evals fit``). With no model given, lar uses the packaged one
+(``lar/data/fusion-adaptive.json``) when present, else equal weights (``pvalue`` fusion).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .errors import ConfigError
+from .probe import EVIDENCE_CAP, RouteProbe, agreement, probe_list
+
+PACKAGED_MODEL = Path(__file__).parent / "data" / "fusion-adaptive.json"
+
+
+@dataclass(frozen=True, slots=True)
+class RouteWeights:
+    """``w = max(0, base + signal * top_evidence / CAP + agree * agreement)``."""
+
+    base: float = 1.0
+    signal: float = 0.0
+    agree: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("base", "signal", "agree"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ConfigError(f"RouteWeights.{name} must be a finite number, got {v!r}")
+
+    def weight(self, probe: RouteProbe) -> float:
+        if not probe.usable:
+            return 0.0
+        return max(0.0, self.base + self.signal * min(probe.top_evidence, EVIDENCE_CAP) / EVIDENCE_CAP
+                   + self.agree * probe.agreement)
+
+    def to_dict(self) -> dict[str, float]:
+        return {"base": self.base, "signal": self.signal, "agree": self.agree}
+
+
+@dataclass(frozen=True)
+class FusionModel:
+    """Per-route weights of :func:`adaptive`; ``default`` serves routes not in ``routes``."""
+
+    routes: Mapping[str, RouteWeights] = field(default_factory=dict)
+    default: RouteWeights = RouteWeights()
+    name: str = "equal"
+    trained_on: tuple[str, ...] = ()
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for r, w in self.routes.items():
+            if not isinstance(r, str) or not isinstance(w, RouteWeights):
+                raise ConfigError(f"FusionModel.routes must map route names to RouteWeights; got {r!r}: {w!r}")
+        object.__setattr__(self, "routes", MappingProxyType(dict(self.routes)))
+        object.__setattr__(self, "trained_on", tuple(self.trained_on))
+        object.__setattr__(self, "info", MappingProxyType(dict(self.info)))
+
+    def weights_for(self, route: str) -> RouteWeights:
+        return self.routes.get(route, self.default)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": 1, "kind": "lar-adaptive-fusion", "name": self.name,
+                "trained_on": list(self.trained_on), "default": self.default.to_dict(),
+                "routes": {r: w.to_dict() for r, w in sorted(self.routes.items())},
+                "info": dict(self.info)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], source: str = "model") -> "FusionModel":
+        if not isinstance(d, Mapping) or d.get("kind") != "lar-adaptive-fusion":
+            raise ConfigError(f"{source}: not a lar adaptive fusion model (needs \"kind\": "
+                              "\"lar-adaptive-fusion\"); make one with `python -m evals fit`")
+        try:
+            routes = {r: RouteWeights(**w) for r, w in (d.get("routes") or {}).items()}
+            default = RouteWeights(**(d.get("default") or {}))
+        except TypeError as exc:
+            raise ConfigError(f"{source}: bad route weights ({exc}); expected base/signal/agree") from None
+        return cls(routes, default, str(d.get("name", "model")), tuple(d.get("trained_on", ())),
+                   dict(d.get("info") or {}))
+
+    def save(self, path: str | Path) -> None:
+        from .store.cas import atomic_write
+
+        atomic_write(Path(path), (json.dumps(self.to_dict(), indent=2) + "\n").encode())
+
+
+def load_model(spec: Any = None) -> FusionModel:
+    """A model from a :class:`FusionModel`, a mapping, a JSON file path, or None (the packaged
+    model if present, else equal weights)."""
+    if isinstance(spec, FusionModel):
+        return spec
+    if isinstance(spec, Mapping):
+        return FusionModel.from_dict(spec)
+    if spec is None:
+        if PACKAGED_MODEL.is_file():
+            return load_model(PACKAGED_MODEL)
+        return FusionModel()
+    path = Path(spec)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the fusion model {str(path)!r}: {exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"fusion model {str(path)!r} is not valid JSON: {exc}") from None
+    return FusionModel.from_dict(data, str(path))
+
+
+def probe_runs(runs: Mapping[str, Any]) -> tuple[dict[str, RouteProbe], dict[str, Any]]:
+    """Probe every route of ``runs`` (``{route: [(key, score), ...]}`` best first, distinct
+    keys). Returns ``(probes, fits)``; agreement is filled in from all routes' first keys."""
+    probes, fits, tops = {}, {}, {}
+    for route, items in runs.items():
+        scores = [s for _, s in items]
+        probe, fit = probe_list(route, scores)
+        probes[route], fits[route] = probe, fit
+        tops[route] = [key for key, _ in items[:10]]
+    for route, probe in probes.items():
+        if probe.usable:
+            probes[route] = RouteProbe(probe.route, probe.n, True, "", probe.top_evidence,
+                                       probe.margin, probe.beta, agreement(tops, route))
+    return probes, fits
+
+
+def evidence_scores(runs: Mapping[str, Any], fits: Mapping[str, Any]) -> dict[str, dict]:
+    """``{route: {key: -ln p}}`` for the routes with a fit."""
+    out = {}
+    for route, items in runs.items():
+        fit = fits.get(route)
+        if fit is None:
+            continue
+        ev = {}
+        for key, s in items:
+            if key not in ev:
+                ev[key] = fit.evidence(s)
+        out[route] = ev
+    return out
+
+
+def with_probe(hit, fits: Mapping[str, Any]):
+    """``hit`` with each layer's evidence carrying its E-value and p-value from that layer's
+    background fit (layers without a fit are left as they are)."""
+    import dataclasses
+
+    changed = {}
+    for layer, ev in hit.evidence.items():
+        fit = fits.get(layer)
+        if fit is not None:
+            changed[layer] = dataclasses.replace(ev, evalue=fit.evalue(ev.score), p_value=fit.p_value(ev.score))
+    if not changed:
+        return hit
+    return dataclasses.replace(hit, evidence={**hit.evidence, **changed})
+
+
+__all__ = ["FusionModel", "PACKAGED_MODEL", "RouteWeights", "evidence_scores", "load_model",
+           "probe_runs", "with_probe"]

@@ -1,0 +1,72 @@
+"""Fitting the adaptive fusion model on recorded route lists (evals.fit)."""
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from evals.errors import EvalConfigError
+from evals.fit import FitSet, _query_data, fit_params, load_set, objective, run_fit
+
+ROUTES = ["grep", "bm25", "names", "trigram"]
+
+
+def synthetic(n_queries: int = 12, seed: int = 1) -> FitSet:
+    """'good' puts the relevant document first, far above its background; 'bad' puts a wrong
+    document first, just as far above its own."""
+    rng = random.Random(seed)
+    lists, qrels = {}, {}
+    for i in range(n_queries):
+        rel = f"rel{i}"
+        docs = [f"q{i}d{j}" for j in range(60)]
+        bg = [5.0 - 0.5 * math.log(r) for r in range(2, 62)]
+        good = [(rel, 9.0)] + list(zip(docs[:59], bg[:59]))
+        wrong = rng.choice(docs[30:])
+        bad = [(wrong, 9.5)] + [(d, s) for d, s in zip([rel] + docs[:58], bg) if d != wrong][:59]
+        lists[f"q{i}"] = {"good": good, "bad": bad}
+        qrels[f"q{i}"] = {rel: 1}
+    return FitSet("synthetic-test", qrels, lists, {})
+
+
+def test_fit_learns_to_ignore_a_misleading_route():
+    fs = synthetic()
+    routes = ["bad", "good"]
+    qs = [_query_data(fs.lists[q], routes, fs.qrels[q]) for q in fs.lists]
+    equal = np.tile([1.0, 0.0, 0.0], (2, 1))
+    assert objective(qs, equal) < 1.0  # equal weights: 'bad' wins the top slot
+    params = fit_params(qs, routes)
+    assert objective(qs, params) == pytest.approx(1.0)
+    w = np.maximum(0, params[:, 0] + params[:, 1] * qs[0].top + params[:, 2] * qs[0].agree)
+    assert w[1] > w[0]
+
+
+def test_run_fit_cross_fits_and_reports(tmp_path):
+    fs = synthetic(16)
+    model, report = run_fit([fs], folds=2, seed=0)
+    s = report["sets"]["synthetic-test"]
+    assert s["n_queries"] == 16 and s["best_route"] == "route:good"
+    assert s["scores"]["route:good"]["ndcg@10"] == 1.0
+    assert s["scores"]["fusion:adaptive"]["ndcg@10"] == pytest.approx(1.0)  # held out, both folds
+    assert s["scores"]["fusion:adaptive"]["ndcg@10"] > s["scores"]["fusion:pvalue"]["ndcg@10"]
+    assert {t["a"] for t in s["tests"]} == {"fusion:adaptive", "fusion:rrf"}
+    assert len(report["fold_models"]) == 2
+    assert model.trained_on == ("synthetic-test (16 queries)",)
+    assert model.weights_for("good").weight.__self__.base >= 0  # a RouteWeights
+    with pytest.raises(EvalConfigError):
+        run_fit([fs], folds=1)
+
+
+def test_fit_on_a_real_harness_run(evaluation, beir_dir):
+    _, ev, out = evaluation
+    fs = load_set(str(beir_dir), "test", str(out / "result" / "runs"))
+    assert set(fs.qrels) <= set(ev.qids) and fs.qrels
+    model, report = run_fit([fs], folds=2)
+    s = report["sets"][fs.name]
+    found = [r for r in ROUTES if any(ev.pools.get(r, {}).values())]
+    assert report["routes"] == sorted(found) and "bm25" in found
+    for r in found:  # the recorded lists score as the harness's own route lists
+        assert s["scores"][f"route:{r}"]["ndcg@10"] == ev.summary["routes"][r]["ndcg@10"]
+    assert set(model.routes) <= set(ROUTES)
+    assert s["scores"]["fusion:rrf"]["ndcg@10"] is not None

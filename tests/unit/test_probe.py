@@ -1,0 +1,134 @@
+"""Probing a route's list (background fit, evidence) and the adaptive / p-value fusion."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from lar.errors import ConfigError
+from lar.fusion import adaptive_fusion, fuse, rrf
+from lar.fusion_adaptive import FusionModel, RouteWeights, load_model
+from lar.probe import TailFit, agreement, fit_tail, probe_list
+
+
+def background(n: int, a: float = 5.0, beta: float = 0.5, start: int = 1) -> list[float]:
+    return [a - beta * math.log(r) for r in range(start, n + 1)]
+
+
+def test_tail_fit_recovers_a_known_law():
+    fit, why = fit_tail(background(60))
+    assert why == "" and fit.a == pytest.approx(5.0) and fit.beta == pytest.approx(0.5)
+    assert fit.n == 51 and fit.r0 == 10  # ranks 10..60
+    # the score of rank 3 on the trend: 3 background units expected at least that good
+    assert fit.evalue(5.0 - 0.5 * math.log(3)) == pytest.approx(3.0)
+    # two betas above the trend's top: E = e^-2, p = 1 - exp(-e^-2), evidence = -ln p
+    s = 5.0 + 2 * 0.5
+    assert fit.p_value(s) == pytest.approx(1 - math.exp(-math.exp(-2)))
+    assert fit.evidence(s) == pytest.approx(-math.log(1 - math.exp(-math.exp(-2))))
+    assert fit.evidence(5.0 - 0.5 * math.log(1000)) == pytest.approx(0.0, abs=1e-12)
+    assert fit.evidence(1e6) == 30.0  # capped
+
+
+def test_lists_without_signal_have_no_fit():
+    assert fit_tail([1.0] * 40) == (None, "scores do not fall with rank (constant or tied): no signal to read")
+    fit, why = fit_tail([3.0, float("nan")] + background(30))
+    assert fit is None and "rank 2 is not a finite number" in why
+    fit, why = fit_tail(background(15))
+    assert fit is None and "too few" in why and "19" in why
+    with pytest.raises(ConfigError):
+        TailFit(a=1.0, beta=0.0, r0=10, n=5)
+
+
+def test_probe_list_and_agreement():
+    scores = [7.0] + background(60, start=2)
+    probe, fit = probe_list("bm25", scores)
+    assert probe.usable and probe.n == 60
+    assert probe.margin == pytest.approx((7.0 - (5.0 - 0.5 * math.log(2))) / 0.5, rel=1e-6)
+    assert probe.top_evidence == pytest.approx(fit.evidence(7.0))
+    empty, _ = probe_list("grep", [])
+    assert not empty.usable and empty.reason == "no hits"
+    tops = {"a": ["x", "y", "z", "w"], "b": ["y", "q"], "c": ["w"]}
+    assert agreement(tops, "a") == 0.5 and agreement(tops, "b") == 0.5 and agreement(tops, "c") == 1.0
+    assert agreement(tops, "missing") == 0.0
+
+
+def runs_with_a_standout():
+    dense = [("x", 9.0)] + [(f"d{r}", s) for r, s in enumerate(background(60, start=2), start=2)]
+    flat = [(f"f{i}", 1.0) for i in range(40)]
+    bm25 = [(f"b{r}", s) for r, s in enumerate(background(60, a=12.0, beta=2.0), start=1)]
+    return {"dense": dense, "flat": flat, "bm25": bm25}
+
+
+def test_adaptive_fusion_drops_a_route_without_signal_and_ranks_the_standout_first():
+    items, probes, weights, _ = adaptive_fusion(runs_with_a_standout(), k=5, model=FusionModel())
+    assert not probes["flat"].usable and weights["flat"] == 0.0
+    assert weights["dense"] == 1.0 and weights["bm25"] == 1.0
+    assert items[0].key == "x"  # far above its route's background; bm25's top is on its trend
+    assert all(not it.key.startswith("f") for it in items)
+    assert probes["dense"].top_evidence > 5 > probes["bm25"].top_evidence
+
+
+def test_adaptive_weights_follow_the_model_and_fall_back_to_rrf():
+    runs = runs_with_a_standout()
+    only_bm25 = FusionModel({"bm25": RouteWeights(1.0)}, default=RouteWeights(0.0))
+    items, _, weights, _ = adaptive_fusion(runs, k=3, model=only_bm25)
+    assert weights == {"dense": 0.0, "flat": 0.0, "bm25": 1.0}
+    assert [it.key for it in items] == ["b1", "b2", "b3"]
+    nothing = FusionModel(default=RouteWeights(0.0))
+    assert [it.key for it in fuse("adaptive", runs, k=4, model=nothing)] == [it.key for it in rrf(runs, 4)]
+    signal = FusionModel(default=RouteWeights(base=0.0, signal=1.0))
+    _, probes, w, _ = adaptive_fusion(runs, k=3, model=signal)
+    assert w["dense"] == pytest.approx(min(probes["dense"].top_evidence, 30.0) / 30.0)
+
+
+def test_pvalue_policy_is_combsum_of_evidence():
+    runs = runs_with_a_standout()
+    got = fuse("pvalue", runs, k=2)
+    assert got[0].key == "x"
+    assert got[0].score == pytest.approx(fit_tail([s for _, s in runs["dense"]])[0].evidence(9.0))
+
+
+def test_fusion_model_round_trip_and_bad_files(tmp_path):
+    m = FusionModel({"late": RouteWeights(0.5, 1.5, -0.25)}, RouteWeights(0.1), name="fit",
+                    trained_on=("scifact-train",), info={"ndcg@10": 0.75})
+    path = tmp_path / "m.json"
+    m.save(path)
+    back = load_model(path)
+    assert back.to_dict() == m.to_dict() and back.weights_for("late").agree == -0.25
+    assert back.weights_for("bm25") == RouteWeights(0.1)
+    (tmp_path / "bad.json").write_text('{"kind": "other"}')
+    with pytest.raises(ConfigError, match="not a lar adaptive fusion model"):
+        load_model(tmp_path / "bad.json")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_model(tmp_path / "missing.json")
+    with pytest.raises(ConfigError, match="finite"):
+        RouteWeights(float("nan"))
+
+
+def test_a_flat_background_does_not_make_the_top_impossibly_strong():
+    scores = [10.0, 9.0] + [1.0 + 1e-6 * (100 - r) for r in range(3, 101)]  # a near-tie plateau
+    fit, _ = fit_tail(scores)
+    assert fit.beta == pytest.approx((10.0 - scores[-1]) / (4 * math.log(100)))
+    assert fit.evidence(10.0) < 30.0
+
+
+def test_search_reports_probes_on_runs_and_hits(tmp_path):
+    import lar
+
+    for i in range(40):
+        extra = " zebra zebra" if i == 3 else ""
+        (tmp_path / f"f{i:02d}.txt").write_text(f"document {i} about topic {i % 7}{extra}\n" * 3)
+    with lar.open(tmp_path) as eng:
+        eng.build(timebox=30, layers=["bm25"])
+        for fusion in ("adaptive", "rrf"):
+            res = eng.search("zebra topic", layers=["bm25", "grep"], fusion=fusion, k=5, timebox=5)
+            assert res.hits[0].path == "f03.txt"
+            bm25, grep = res.run("bm25"), res.run("grep")
+            assert bm25.probe["usable"] and bm25.probe["n"] >= 20
+            assert not grep.probe["usable"] and "no signal" in grep.probe["reason"]
+            assert ("weight" in bm25.probe) == (fusion == "adaptive")
+            ev = res.hits[0].evidence["bm25"]
+            assert 0 <= ev.p_value <= ev.evalue < 1e-3  # stands far above bm25's background
+            assert res.hits[0].evidence["grep"].evalue is None
+            d = res.to_dict()
+            assert "probe" not in d["runs"][0] and "probe" in res.to_dict(full=True)["runs"][0]
