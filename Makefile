@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.lar-installed
 
-.PHONY: demo test install clean bench
+.PHONY: demo test install clean bench chromium
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,7 +21,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/lar demo
 
-test: $(STAMP)
+# tests/notebooks/test_browser.py drives Debian's chromium (Playwright's own browser download
+# does not work here); installed when missing and we are root, else the test says how
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium; \
+	  else echo "make test: the browser test needs Debian's chromium: sudo apt-get install chromium" >&2; fi; }
+
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -145,7 +145,12 @@ async def orchestrate(
             runs[name] = LayerRun(name, RunState.FAILED, f"applies() crashed: {exc}", role=_role(layer))
             continue
         if not applies:
-            runs[name] = LayerRun(name, RunState.SKIPPED, "does not apply to this scope", role=_role(layer))
+            why = getattr(layer, "why_not", None)
+            try:
+                reason = (why(scope) if callable(why) else None) or "does not apply to this scope"
+            except Exception:  # a reason is a courtesy; a broken one must not fail the search
+                reason = "does not apply to this scope"
+            runs[name] = LayerRun(name, RunState.SKIPPED, reason, role=_role(layer))
             continue
         (gen if "generate" in layer.roles else ref).append((name, layer))
     gen.sort(key=lambda t: getattr(t[1], "cost_rank", 50))

