@@ -17,6 +17,17 @@ from ..types import Hit, Span
 MAX_CHARS = 4000
 
 
+def same_length_fold(text: str) -> str:
+    """Lower-case, and every non-alphanumeric character a space, one character for one (rapidfuzz's
+    ``default_process`` also strips the ends, which would shift the match offsets)."""
+    out = []
+    for c in text:
+        low = c.lower()
+        c = low if len(low) == 1 else c
+        out.append(c if c.isalnum() else " ")
+    return "".join(out)
+
+
 def parse_query(query: Any) -> tuple[str, float]:
     if isinstance(query, str) and query.strip():
         return query.strip(), 60.0
@@ -53,6 +64,7 @@ class FuzzyLayer(BaseLayer):
 
         scored = []
         done = 0
+        query_folded = same_length_fold(text).strip()
         for cand in candidates:
             if budget.expired():
                 break
@@ -66,14 +78,15 @@ class FuzzyLayer(BaseLayer):
             chunk = data[s:e][: MAX_CHARS * 4].decode("utf-8", errors="surrogateescape")[:MAX_CHARS]
             if not chunk.strip():
                 continue
-            pr = fuzz.partial_ratio_alignment(text, chunk, processor=utils.default_process)
+            folded = same_length_fold(chunk)
+            pr = fuzz.partial_ratio_alignment(query_folded, folded)
             ts = fuzz.token_set_ratio(text, chunk, processor=utils.default_process)
             score = max(pr.score if pr else 0.0, ts)
             if score < min_score:
                 continue
             sub = ()
             if pr is not None and pr.dest_end > pr.dest_start:
-                # default_process keeps string length, so char offsets map back to the chunk
+                # same_length_fold keeps every character in place, so offsets map back to the chunk
                 bs = s + len(chunk[: pr.dest_start].encode("utf-8", errors="surrogateescape"))
                 be = s + len(chunk[: pr.dest_end].encode("utf-8", errors="surrogateescape"))
                 sub = ((bs, be),)

@@ -109,6 +109,19 @@ def test_fuzzy_refines_grep_candidates_with_typos(engine):
     assert top.evidence["fuzzy"].score > 60
 
 
+def test_fuzzy_highlight_lands_on_the_matched_words(tmp_path):
+    from lar.layers.fuzzy import same_length_fold
+
+    assert same_length_fold("  {Save} the İx!") == "   save  the İx "
+    (tmp_path / "a.tex").write_text("  \\textbf{Save the raw data} first.\n", encoding="utf-8")
+    with lar.open(tmp_path, state=tmp_path / ".state") as eng:
+        res = eng.search({"grep": "raw", "fuzzy": "save the raw data"}, timebox=5)
+        hit = res.hits[0]
+        (s, e), = hit.evidence["fuzzy"].sub_spans
+        raw = (tmp_path / "a.tex").read_bytes()
+        assert raw[s:e] == b"Save the raw data"
+
+
 def test_scope_restricts_every_layer(engine):
     res = engine.search("parse_deadline", timebox=5, scope="src/**")
     assert {h.path for h in res.hits} == {"src/timebox.py"}
