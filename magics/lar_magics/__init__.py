@@ -1,6 +1,58 @@
-"""lar's IPython extension: ``%load_ext lar`` (or ``%load_ext lar_magics``)."""
+"""lar's notebook workbench: ``%load_ext lar`` (or ``%load_ext lar_magics``) adds the ``%lar``
+and ``%%lar`` magics; the widgets work on any engine.
+
+    %lar open --demo                      # or %lar open PATH [--state DIR] [--config JSON]
+    %lar search "save the raw data" --timebox 200ms --k 10 --layers grep,bm25
+    _lar.to_polars()                      # the result is bound to _lar (--as NAME)
+
+Widgets: ``ResultsView`` (``Results.widget()``), ``StatusView(engine)``, ``AnytimeView(engine,
+query)``; the explain
+and trace replay views live in ``explain_view`` and ``replay_view``. See docs/notebooks.md.
+"""
 from __future__ import annotations
 
+from .errors import MagicError, MagicUsageError, NoEngineError, ViewUnavailableError
+from .results import Results, ResultsList, search
+from .session import SESSION, current_engine, open_demo, use
 
-def load_ipython_extension(ipython):  # replaced by the magics module when it lands
-    raise NotImplementedError("lar_magics is being built")
+__all__ = ["AnytimeView", "MagicError", "MagicUsageError", "NoEngineError", "Results",
+           "ResultsList", "ResultsView", "SESSION", "StatusView", "ViewUnavailableError",
+           "current_engine", "load_ipython_extension", "offline_charts", "open_demo", "search",
+           "use"]
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext lar``: register ``%lar`` / ``%%lar``."""
+    from .magics import LarMagics
+
+    ipython.register_magics(LarMagics)
+    offline_charts()
+
+
+def offline_charts() -> str | None:
+    """Draw altair charts as inline SVG (vl-convert), which needs no network and no frontend
+    extension: altair's default renderer loads Vega from a CDN, so its charts stay blank in an
+    offline JupyterLab. Only switches from altair's ``default`` renderer; returns the active one."""
+    try:
+        import altair as alt
+        import vl_convert  # noqa: F401
+    except ImportError:
+        return None
+    if alt.renderers.active == "default":
+        alt.renderers.enable("svg")
+    return alt.renderers.active
+
+
+_LAZY = {"ResultsView": "results_view", "StatusView": "status_view", "AnytimeView": "anytime_view"}
+_MODULES = ("anytime_view", "charts", "explain_view", "magics", "parsing", "render", "replay_view",
+            "results_view", "status_view", "views")
+
+
+def __getattr__(name: str):  # the widgets import ipywidgets: load them on first use
+    import importlib
+
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'lar_magics' has no attribute {name!r}")

@@ -1,0 +1,134 @@
+"""The anytime view: a search shown as its hits arrive while layers finish inside the timebox.
+
+The orchestrator has no progress callback, so the view runs the same search at growing
+timeboxes (25 ms, 100 ms, 400 ms, then the full timebox): each stage is what a caller with that
+deadline gets. A stage lists the hits it added and dropped and each layer's state. ``stages``
+holds them as data; ``results`` is the last stage's ``Results``.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from lar.errors import require
+from lar.timebox import parse_duration
+
+from . import render
+from .results import Results, search
+
+widgets = require("ipywidgets", "notebook")
+DEFAULT_STEPS = (0.025, 0.1, 0.4)
+
+
+@dataclass(frozen=True)
+class Stage:
+    timebox: float  # seconds given to this stage's search
+    elapsed: float  # seconds it took
+    hits: tuple[str, ...]  # hit ids, best first
+    added: tuple[str, ...]  # ids not in the previous stage
+    dropped: tuple[str, ...]  # ids of the previous stage that are gone
+    states: dict[str, str] = field(default_factory=dict)  # layer -> ran/aborted/skipped/failed
+    results: Results | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"timebox": self.timebox, "elapsed": round(self.elapsed, 6), "hits": list(self.hits),
+                "added": list(self.added), "dropped": list(self.dropped), "states": dict(self.states)}
+
+
+def plan_steps(timebox: Any, steps: Sequence[Any] | None = None) -> list[float]:
+    """Stage timeboxes: the ``steps`` shorter than ``timebox``, then ``timebox`` itself."""
+    full = parse_duration(timebox)
+    chosen = sorted({parse_duration(s) for s in (DEFAULT_STEPS if steps is None else steps)})
+    return [s for s in chosen if s < full] + [full]
+
+
+def run_stages(engine, query: Any, timebox: Any = 1.0, steps: Sequence[Any] | None = None,
+               on_stage=None, **params: Any) -> list[Stage]:
+    """Run the search at each stage timebox; ``on_stage(stage)`` after each."""
+    out: list[Stage] = []
+    prev: tuple[str, ...] = ()
+    for tb in plan_steps(timebox, steps):
+        res = search(engine, query, timebox=tb, **params)
+        ids = tuple(h.id for h in res.hits)
+        stage = Stage(tb, res.result.elapsed, ids, tuple(i for i in ids if i not in prev),
+                      tuple(i for i in prev if i not in ids),
+                      {r.name: r.state.value for r in res.runs}, res)
+        out.append(stage)
+        prev = ids
+        if on_stage is not None:
+            on_stage(stage)
+    return out
+
+
+def stage_html(stage: Stage) -> str:
+    """One stage: its deadline, hit counts, layer states and the cards of the hits it added."""
+    res = stage.results.result if stage.results is not None else None
+    states = ", ".join(f"<span class='lar-state-{s}'>{html.escape(n)} {s}</span>"
+                       for n, s in stage.states.items() if s != "skipped")
+    head = (f"<div><b>{stage.timebox * 1000:.0f} ms</b>: {len(stage.hits)} hits "
+            f"(+{len(stage.added)} new, -{len(stage.dropped)} dropped) in "
+            f"{stage.elapsed * 1000:.0f} ms &middot; {states}</div>")
+    cards = []
+    if res is not None:
+        by_id = {h.id: (i, h) for i, h in enumerate(res.hits, 1)}
+        for hid in stage.added:
+            i, h = by_id[hid]
+            cards.append(f"<div style='margin-left:1em'>+ {i}. <span class='lar-loc'>"
+                         f"{html.escape(render.location(h))}</span> {render.chips_html(h)} "
+                         f"<span style='color:#555'>{html.escape(h.excerpt[:120])}</span></div>")
+    return head + "".join(cards)
+
+
+class AnytimeView(widgets.VBox):
+    """Runs ``run()`` on demand (or at once with ``run=True``), adding one row per stage."""
+
+    def __init__(self, engine, query: Any, *, timebox: Any = 1.0,
+                 steps: Sequence[Any] | None = None, run: bool = False, **params: Any):
+        self.engine, self.query, self.params = engine, query, params
+        self.timebox, self.steps = timebox, plan_steps(timebox, steps)
+        self.stages: list[Stage] = []
+        self.header = widgets.HTML(f"<b>lar anytime</b>: <code>{html.escape(str(query))}</code>, "
+                                   f"stages {', '.join(f'{s * 1000:.0f} ms' for s in self.steps)}")
+        self.rows = widgets.VBox()
+        self.button = widgets.Button(description="run again")
+        self.button.on_click(lambda _b: self.run())
+        super().__init__([widgets.HTML(render.CSS), self.header, self.button, self.rows])
+        self.add_class("lar-anytime")
+        if run:
+            self.run()
+
+    @property
+    def results(self) -> Results | None:
+        return self.stages[-1].results if self.stages else None
+
+    def run(self) -> list[Stage]:
+        self.stages = []
+        self.rows.children = []
+
+        def show(stage: Stage) -> None:
+            self.stages.append(stage)
+            self.rows.children = list(self.rows.children) + [widgets.HTML(stage_html(stage))]
+
+        run_stages(self.engine, self.query, self.timebox, self.steps, on_stage=show, **self.params)
+        return self.stages
+
+    def to_polars(self):
+        """One row per (stage, hit): stage timebox, rank, id, whether the stage added it."""
+        import polars as pl
+
+        rows = [{"timebox_ms": s.timebox * 1000, "rank": i, "id": hid, "added": hid in s.added}
+                for s in self.stages for i, hid in enumerate(s.hits, 1)]
+        return pl.DataFrame(rows, schema={"timebox_ms": pl.Float64, "rank": pl.Int64,
+                                          "id": pl.Utf8, "added": pl.Boolean})
+
+    def _repr_html_(self) -> str:  # where widgets are not live
+        return render.CSS + "".join(stage_html(s) for s in self.stages)
+
+
+def anytime_view(engine, query: Any, **kw) -> AnytimeView:
+    return AnytimeView(engine, query, run=True, **kw)
+
+
+__all__ = ["AnytimeView", "DEFAULT_STEPS", "Stage", "anytime_view", "plan_steps", "run_stages",
+           "stage_html"]
