@@ -47,13 +47,19 @@ def location(hit) -> str:
 
 
 def chips_html(hit) -> str:
-    """One chip per signal: the layer, its rank for this hit, its score in the tooltip."""
+    """One chip per signal: the layer, its rank for this hit and, when the layer's list was
+    probed, the hit's p-value against that layer's background (lar.probe); score in the tooltip."""
     out = []
     for name in hit.signals:
         ev = hit.evidence[name]
         tip = f"{name}: rank {ev.rank}, {ev.score_kind} {ev.score:.4g}"
+        p = getattr(ev, "p_value", None)
+        strength = ""
+        if p is not None:
+            tip += f"; E-value {ev.evalue:.3g}, p {p:.3g} against this layer's background"
+            strength = f" <span class='lar-p'>p={p:.1g}</span>"
         out.append(f"<span class='lar-chip lar-chip-{esc(name)}' title='{esc(tip)}'>"
-                   f"{esc(name)} #{ev.rank}</span>")
+                   f"{esc(name)} #{ev.rank}{strength}</span>")
     return "".join(out)
 
 
@@ -137,10 +143,23 @@ def runs_html(runs: Sequence[Any]) -> str:
         cov = "" if r.coverage is None else f"{r.coverage:.0%}"
         rows.append(f"<tr><td>{esc(r.name)}</td><td class='lar-state-{esc(r.state.value)}'>"
                     f"{esc(r.state.value)}</td><td>{r.contributions}</td>"
-                    f"<td>{r.elapsed * 1000:.1f} ms</td><td>{cov}</td><td>{esc(r.reason)}</td></tr>")
+                    f"<td>{r.elapsed * 1000:.1f} ms</td><td>{cov}</td><td>{probe_html(r)}</td>"
+                    f"<td>{esc(r.reason)}</td></tr>")
     return ("<table class='lar-runs'><thead><tr><th>layer</th><th>state</th><th>hits</th>"
-            "<th>elapsed</th><th>coverage</th><th>reason</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>")
+            "<th>elapsed</th><th>coverage</th><th>signal (probe)</th><th>reason</th></tr></thead>"
+            "<tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def probe_html(run) -> str:
+    """The layer's probe for this query: its best hit's evidence (-ln p against the layer's own
+    background), agreement with other layers, and the fusion weight; or why it has no signal."""
+    pr = getattr(run, "probe", None)
+    if not pr:
+        return ""
+    if not pr.get("usable"):
+        return f"<span title='{esc(pr.get('reason', ''))}'>no signal</span>"
+    weight = f", weight {pr['weight']:.2f}" if "weight" in pr else ""
+    return esc(f"top -ln p {pr['top_evidence']:.1f}, agreement {pr['agreement']:.0%}{weight}")
 
 
 def header_html(result) -> str:
@@ -167,4 +186,5 @@ def note_html(lines: Sequence[str]) -> str:
 
 
 __all__ = ["CSS", "card_html", "chips_html", "coverage_html", "excerpt_html", "header_html",
+           "probe_html",
            "highlight", "location", "marks_of", "note_html", "runs_html", "window"]

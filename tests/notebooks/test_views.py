@@ -157,3 +157,22 @@ def test_window_of_a_long_span_starts_before_the_first_match():
     assert render.window(hit) == (900 - render.LEAD, 900 - render.LEAD + render.WINDOW)
     short = lar.Hit.single("grep", lar.Span(h, 10, 50), rank=1, score=1.0, score_kind="x")
     assert render.window(short) == (10, 50)
+
+
+def test_results_view_shows_each_layers_probe():
+    from lar.types import Evidence, Hit, LayerRun, RunState, Span
+
+    ev = Evidence("bm25", 1, 7.5, "bm25", evalue=2.5e-4, p_value=2.4997e-4)
+    hit = Hit(Span("ab" * 16, 0, 10), ("bm25", "grep"),
+              {"bm25": ev, "grep": Evidence("grep", 3, 1.0, "matches")})
+    chips = render.chips_html(hit)
+    assert "bm25 #1 <span class='lar-p'>p=0.0002</span>" in chips
+    assert "E-value 0.00025, p 0.00025 against this layer" in chips
+    assert "grep #3</span>" in chips  # no probe for grep: rank only
+    probed = LayerRun("bm25", RunState.RAN, probe={"usable": True, "top_evidence": 8.29,
+                                                    "agreement": 0.3, "weight": 1.5})
+    flat = LayerRun("grep", RunState.RAN, probe={"usable": False, "reason": "scores do not fall"})
+    assert render.probe_html(probed) == "top -ln p 8.3, agreement 30%, weight 1.50"
+    assert "no signal" in render.probe_html(flat) and "scores do not fall" in render.probe_html(flat)
+    table = render.runs_html([probed, flat, LayerRun("names", RunState.RAN)])
+    assert "signal (probe)" in table and table.count("<tr>") == 4
