@@ -20,6 +20,16 @@ Config keys: ``derived_generator`` ("extractive", the default: offline, no model
 ``fn(text, path) -> list[str | dict]``, see ``lar.derive.plug``), ``derived_prompt_version``
 (overrides the generator's prompt version in the cache key: bump it when a callable's prompt
 changes) and ``derived_sync_units`` (built units a search adds to a segment itself, 2000).
+
+``DerivedLayer.use_generator(generator, prompt_version=None)`` swaps the generator at run time
+(e.g. to the MCP client's model, see ``lar.mcp``); ``use_generator(None)`` goes back to the
+configured one. Each generator key keeps its own built state (manifest, stored texts, BM25
+segments): the configured generator's in the layer folder, any other under
+``<layer dir>/generators/<key slug>/``, so texts of different generators are never mixed and
+swapping back needs no rebuild. A generator whose ``available`` attribute is false (a model that
+is reachable only during some calls) builds nothing: its units stay pending, none is marked
+failed (a unit that fails because the generator became unreachable meanwhile is not
+recorded). Swap between calls, not while a search or build of this layer runs.
 """
 from __future__ import annotations
 
@@ -29,7 +39,7 @@ import threading
 from dataclasses import replace
 from typing import Any, Sequence
 
-from ..building import BuildingLayer, SkipUnit
+from ..building import BuildingLayer, Manifest, SkipUnit
 from ..derive import DerivedCache, DerivedStore, DerivedText, GeneratorKey, resolve_generator
 from ..errors import ConfigError, MissingExtraError, QueryError
 from ..layer import Budget, Candidate, LayerContext, ScopeView, Unit
@@ -78,17 +88,77 @@ class DerivedLayer(BuildingLayer):
         self.sync_units = sync
         self.generator = resolve_generator(cfg.get("derived_generator"), pv)
         self.key = GeneratorKey.of(self.generator, pv)
+        self._configured = (self.generator, pv)
         self.tokenizer = Tokenizer("auto-v1", stem=True)
         self.missing = _missing()
-        self.cost = ("built lazily: extractive rules per unit (~ms), query ~1-10 ms" if self.key.extractive
-                     else "built lazily: one generator (model) call per unit or chunk, cached "
-                          "centrally; query ~1-10 ms")
+        self.cost = self._cost(self.key)
         super().__init__(ctx)
         self.cache = DerivedCache(ctx.state_dir / "derived")
         self.store = DerivedStore(self.dir / "texts.sqlite")
         self.index = SegmentedIndex(self.dir, SegmentParams(self.build_version), self.store,
                                     self.build_version, idf="global", on_lost=self.manifest.forget)
         self._maint_lock = threading.Lock()
+        # built state per generator key (slug): (manifest, store, index); see use_generator
+        self._states = {self.key.slug: (self.manifest, self.store, self.index)}
+
+    @staticmethod
+    def _cost(key: GeneratorKey) -> str:
+        if key.extractive:
+            return "built lazily: extractive rules per unit (~ms), query ~1-10 ms"
+        return ("built lazily: one generator (model) call per unit or chunk, cached centrally; "
+                "query ~1-10 ms")
+
+    # -- the generator ----------------------------------------------------------------------------
+    def use_generator(self, generator: Any = None,
+                      prompt_version: str | None = None) -> GeneratorKey:
+        """Derive texts with ``generator`` from now on (anything ``derived_generator`` accepts:
+        a generator, a class, a callable, "module:attribute" or "extractive"); None goes back
+        to the configured generator. ``prompt_version`` overrides the generator's own in the
+        cache key. Returns the new key. The built state of each key is kept apart (see the
+        module docstring): units already built with the new key are not rebuilt, and searches
+        read only the new key's texts. Raises ``GeneratorError``/``ConfigError`` for a bad
+        generator (the layer keeps its current one then)."""
+        if prompt_version is not None and (not isinstance(prompt_version, str)
+                                           or not prompt_version.strip()):
+            raise ConfigError(f"prompt_version must be a non-empty string, got {prompt_version!r}")
+        if generator is None:
+            gen, pv = self._configured
+        else:
+            gen, pv = resolve_generator(generator, prompt_version), prompt_version
+        key = GeneratorKey.of(gen, pv)
+        with self._build_lock, self._maint_lock:
+            self.index.wait()  # no merge of the old key's segments runs on after the swap
+            self.generator, self.key = gen, key
+            self.cost = self._cost(key)
+            self.__dict__.pop("_build_version", None)
+            state = self._states.get(key.slug)
+            if state is None:
+                folder = self.dir / "generators" / key.slug
+                manifest = Manifest(folder / "manifest.sqlite")
+                store = DerivedStore(folder / "texts.sqlite")
+                index = SegmentedIndex(folder, SegmentParams(self.build_version), store,
+                                       self.build_version, idf="global", on_lost=manifest.forget)
+                state = self._states[key.slug] = (manifest, store, index)
+            self.manifest, self.store, self.index = state
+        return key
+
+    @property
+    def generator_available(self) -> bool:
+        """False while the generator says it cannot be reached (its ``available`` attribute)."""
+        return bool(getattr(self.generator, "available", True))
+
+    def pending(self, units: Sequence[Unit]) -> list[Unit]:
+        if not self.generator_available:
+            return []  # nothing to build now; the units stay pending, none is marked failed
+        return super().pending(units)
+
+    def build_one(self, unit: Unit) -> str:
+        if not self.generator_available:
+            return "failed"  # not recorded: the unit stays pending
+        state = super().build_one(unit)
+        if state == "failed" and not self.generator_available:
+            self.manifest.forget([unit.hash])  # the model went away during this unit: retry later
+        return state
 
     @property
     def build_version(self) -> str:
@@ -149,6 +219,8 @@ class DerivedLayer(BuildingLayer):
     def status(self, scope: ScopeView) -> LayerStatus:
         st = super().status(scope)
         parts = [self.key.describe(), st.notes]
+        if not self.generator_available:
+            parts.append("the generator is not reachable now: unbuilt units stay pending")
         if not self.missing:
             parts.append(self.index.describe())
         parts += [self.cache.describe()] + self.cache.events[-1:] + self.index.notes[-1:]

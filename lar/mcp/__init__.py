@@ -1,9 +1,11 @@
 """The MCP server (``lar mcp --root DIR``): tools status, search, fetch, inventory, run_tool and
-build over stdio. ``LarTools`` holds the tools without the SDK; ``serve`` runs them with it
+build over stdio (``build(generator="client")`` derives texts with the client's model when it
+offers sampling). ``LarTools`` holds the tools without the SDK; ``serve`` runs them with it
 (the optional ``mcp`` package: ``pip install 'lar[agent]'``). See docs/agents.md."""
 from __future__ import annotations
 
-from .tools import SPECS, LarTools, Reply, ToolArgumentError, UnknownToolError
+from .tools import (SPECS, ClientGenerator, LarTools, Reply, SamplingUnavailableError,
+                    ToolArgumentError, UnknownToolError)
 
 
 def serve(*args, **kwargs) -> None:
@@ -13,4 +15,5 @@ def serve(*args, **kwargs) -> None:
     _serve(*args, **kwargs)
 
 
-__all__ = ["SPECS", "LarTools", "Reply", "ToolArgumentError", "UnknownToolError", "serve"]
+__all__ = ["SPECS", "ClientGenerator", "LarTools", "Reply", "SamplingUnavailableError",
+           "ToolArgumentError", "UnknownToolError", "serve"]

@@ -11,18 +11,31 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
-from ..errors import ConfigError, LarError, ScopeError
-from ..timebox import parse_duration
+from ..derive import GeneratorError, SamplingGenerator
+from ..errors import LarError, ScopeError
 from ..toolcache import ToolCache, count_tokens, is_tool_id
+from .args import (Param, ToolArgumentError, ToolSpec, _argv, _boolean, _choice, _globs,  # noqa: F401
+                   _integer, _names, _query, _seconds, _string)
 
 log = logging.getLogger("lar.mcp")
-REQUIRED = object()
 
 
-class ToolArgumentError(ConfigError):
-    """A tool was called with a missing, unknown or malformed argument."""
+class SamplingUnavailableError(LarError):
+    """``build(generator="client")`` was called by a client that does not offer sampling, or
+    the client's model could not be reached."""
+
+
+class SamplingClient(Protocol):
+    """The MCP client of the current tool call, as the tools see it (``lar.mcp.server`` makes
+    one per call from the request's session)."""
+
+    offers_sampling: bool
+
+    def sample(self, prompt: str, max_tokens: int) -> tuple[str, str]:
+        """Ask the client's model; returns ``(reply text, model name the client reports)``."""
+        ...
 
 
 class UnknownToolError(LarError, KeyError):
@@ -32,137 +45,10 @@ class UnknownToolError(LarError, KeyError):
         return self.args[0]
 
 
-# -- argument checks -------------------------------------------------------------------------
-def _got(v: Any) -> str:
-    return f"{json.dumps(v, default=str)[:60]} ({type(v).__name__})"
-
-
-def _string(where: str, v: Any) -> str:
-    if not isinstance(v, str) or not v.strip():
-        raise ToolArgumentError(f"{where} must be a non-empty string, got {_got(v)}")
-    return v
-
-
-def _query(where: str, v: Any) -> Any:
-    if isinstance(v, str) and v.strip():
-        return v
-    if isinstance(v, Mapping) and v and all(isinstance(k, str) for k in v):
-        return dict(v)
-    raise ToolArgumentError(f"{where} must be text or an object {{layer: query}} (e.g. "
-                            f'{{"grep": "def main"}}), got {_got(v)}')
-
-
-def _seconds(lo: float, hi: float) -> Callable[[str, Any], float]:
-    def check(where: str, v: Any) -> float:
-        try:
-            s = parse_duration(v) if not isinstance(v, bool) else None
-        except LarError:
-            s = None
-        if s is None or not lo < s <= hi:
-            raise ToolArgumentError(f"{where} must be seconds in ({lo:g}, {hi:g}] (a number, or "
-                                    f"text such as '200ms'), got {_got(v)}")
-        return s
-    return check
-
-
-def _integer(lo: int, hi: int) -> Callable[[str, Any], int]:
-    def check(where: str, v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise ToolArgumentError(f"{where} must be an integer from {lo} to {hi}, got {_got(v)}")
-        return v
-    return check
-
-
-def _boolean(where: str, v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise ToolArgumentError(f"{where} must be true or false, got {_got(v)}")
-    return v
-
-
-def _names(where: str, v: Any) -> list[str] | None:
-    if v is None:
-        return None
-    if isinstance(v, str):
-        v = [x for x in v.split(",") if x]
-    if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
-        raise ToolArgumentError(f"{where} must be a list of layer names, got {_got(v)}")
-    return v
-
-
-def _argv(where: str, v: Any) -> list[str]:
-    if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
-        raise ToolArgumentError(f"{where} must be a list of strings such as "
-                                f'["rg", "-n", "TODO", "src"] (no shell line), got {_got(v)}')
-    return v
-
-
-def _globs(where: str, v: Any) -> list[str] | None:
-    if v is None:
-        return None
-    if isinstance(v, str):
-        v = [v]
-    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
-        raise ToolArgumentError(f"{where} must be a glob or a list of globs, got {_got(v)}")
-    return v
-
-
-def _choice(*values: str) -> Callable[[str, Any], str]:
-    def check(where: str, v: Any) -> str:
-        if v not in values:
-            raise ToolArgumentError(f"{where} must be one of {', '.join(values)}, got {_got(v)}")
-        return v
-    return check
-
-
-@dataclass(frozen=True)
-class Param:
-    name: str
-    schema: Mapping[str, Any]
-    check: Callable[[str, Any], Any]
-    doc: str
-    default: Any = REQUIRED
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    params: tuple[Param, ...] = ()
-
-    def input_schema(self) -> dict[str, Any]:
-        props = {}
-        for p in self.params:
-            s = dict(p.schema, description=p.doc)
-            if p.default is not REQUIRED and p.default is not None:
-                s["default"] = p.default
-            props[p.name] = s
-        return {"type": "object", "properties": props, "additionalProperties": False,
-                "required": [p.name for p in self.params if p.default is REQUIRED]}
-
-    def bind(self, arguments: Any) -> dict[str, Any]:
-        if arguments is None:
-            arguments = {}
-        if not isinstance(arguments, Mapping):
-            raise ToolArgumentError(f"{self.name}: arguments must be an object, got {_got(arguments)}")
-        known = {p.name for p in self.params}
-        unknown = sorted(set(arguments) - known)
-        if unknown:
-            raise ToolArgumentError(f"{self.name}: unknown argument {unknown[0]!r}; its arguments "
-                                    f"are {', '.join(p.name for p in self.params) or '(none)'}")
-        out = {}
-        for p in self.params:
-            if p.name not in arguments or (arguments[p.name] is None and p.default is not REQUIRED):
-                if p.default is REQUIRED:
-                    raise ToolArgumentError(f"{self.name}: missing argument {p.name!r} ({p.doc})")
-                out[p.name] = p.default
-            else:
-                out[p.name] = p.check(f"{self.name}: argument {p.name!r}", arguments[p.name])
-        return out
-
-
 _STR = {"type": "string"}
 _NAMES = {"type": "array", "items": {"type": "string"}}
 _SECONDS = {"type": ["number", "string"]}
+
 SPECS: tuple[ToolSpec, ...] = (
     ToolSpec("status", "Layers (coverage, query format, cost), unit counts, cached tool outputs."),
     ToolSpec("search", "Search the root (source 'files') or the cached tool outputs ('tools') "
@@ -201,9 +87,19 @@ SPECS: tuple[ToolSpec, ...] = (
                  Param("timeout", _SECONDS, _seconds(0, 600), "seconds before it is stopped", 30),
                  Param("refresh", {"type": "boolean"}, _boolean,
                        "run again even if a cached output exists", False))),
-    ToolSpec("build", "Let the lazily built layers index for up to timebox seconds.", (
+    ToolSpec("build", "Let the lazily built layers index for up to timebox seconds. With "
+             "generator, build the derived layer (texts written about each file, searched with "
+             "layers=['derived']) with the MCP client's own model through sampling ('client') "
+             "or offline rules ('extractive').", (
         Param("timebox", _SECONDS, _seconds(0, 600), "seconds to build", 30),
-        Param("layers", _NAMES, _names, "build only these layers", None))),
+        Param("layers", _NAMES, _names, "build only these layers (with generator: 'derived')",
+              None),
+        Param("generator", {"type": "string", "enum": ["client", "extractive"]},
+              _choice("client", "extractive"),
+              "derived texts from the client's model via sampling ('client', needs a client "
+              "that offers sampling) or offline extractive rules ('extractive')", None),
+        Param("scope", {"type": ["string", "array"], "items": _STR}, _globs,
+              "build only units matching these globs, e.g. 'src/**'", None))),
 )
 SPEC_BY_NAME = {s.name: s for s in SPECS}
 
@@ -238,6 +134,7 @@ class LarTools:
         self._engine = None
         self._tool_engine = None
         self._lock = threading.RLock()
+        self._client: SamplingClient | None = None  # the MCP client of the call in progress
 
     @property
     def engine(self):
@@ -261,29 +158,38 @@ class LarTools:
             self._engine = self._tool_engine = None
 
     # -- dispatch ---------------------------------------------------------------------------
-    def call(self, name: str, arguments: Any) -> Reply:
+    def call(self, name: str, arguments: Any, *, client: SamplingClient | None = None) -> Reply:
+        """Run tool ``name``; ``client`` is the MCP client of this call (its model is reached
+        through it by ``build(generator="client")``; None: no client model)."""
         with self._lock:
-            t0, kwargs = time.monotonic(), None
-            self._note: dict[str, Any] | None = None  # set by calls the engine does not log
+            self._client = client
             try:
-                spec = SPEC_BY_NAME.get(name)
-                if spec is None:
-                    raise UnknownToolError(f"unknown tool {name!r}; this server has: "
-                                           f"{', '.join(SPEC_BY_NAME)}")
-                kwargs = spec.bind(arguments)
-                eng = self.engine
-                source = getattr(eng, "trace_source", None)
-                with source("mcp") if callable(source) else contextlib.nullcontext():
-                    reply = Reply(True, _dumps(getattr(self, "_t_" + name)(**kwargs)))
-            except LarError as exc:
-                reply = Reply(False, _dumps({"error": str(exc), "type": type(exc).__name__}))
-            except Exception as exc:  # keep serving; the log has the traceback
-                log.exception("tool %s failed", name)
-                reply = Reply(False, _dumps({"error": f"internal error in {name}: {exc}",
-                                             "type": type(exc).__name__}))
-            if self._note is not None:
-                self._record(name, kwargs or {}, reply, time.monotonic() - t0)
-            return reply
+                return self._call(name, arguments)
+            finally:
+                self._client = None
+
+    def _call(self, name: str, arguments: Any) -> Reply:
+        t0, kwargs = time.monotonic(), None
+        self._note: dict[str, Any] | None = None  # set by calls the engine does not log
+        try:
+            spec = SPEC_BY_NAME.get(name)
+            if spec is None:
+                raise UnknownToolError(f"unknown tool {name!r}; this server has: "
+                                       f"{', '.join(SPEC_BY_NAME)}")
+            kwargs = spec.bind(arguments)
+            eng = self.engine
+            source = getattr(eng, "trace_source", None)
+            with source("mcp") if callable(source) else contextlib.nullcontext():
+                reply = Reply(True, _dumps(getattr(self, "_t_" + name)(**kwargs)))
+        except LarError as exc:
+            reply = Reply(False, _dumps({"error": str(exc), "type": type(exc).__name__}))
+        except Exception as exc:  # keep serving; the log has the traceback
+            log.exception("tool %s failed", name)
+            reply = Reply(False, _dumps({"error": f"internal error in {name}: {exc}",
+                                         "type": type(exc).__name__}))
+        if self._note is not None:
+            self._record(name, kwargs or {}, reply, time.monotonic() - t0)
+        return reply
 
     def _record(self, name: str, params: Mapping[str, Any], reply: Reply, elapsed: float) -> None:
         """Log a call the engine does not see (run_tool, fetch of a tool id, search of the
@@ -321,7 +227,7 @@ class LarTools:
             timebox = max(timebox - (time.monotonic() - t0), min(timebox, 0.1))
         res = eng.search(query, timebox=timebox, k=k, layers=layers or self.layers,
                          fusion=fusion, scope=scope)
-        hits = [h.to_compact() for h in res.hits]
+        hits = [_compact(h) for h in res.hits]
         if source == "tools":
             self._note = {"raw_tokens": 0}
             hits = [x for x in (self._tool_hit(h) for h in hits) if x is not None]
@@ -376,5 +282,106 @@ class LarTools:
         self._note = {"ids": [it.id for it in view.items], "raw_tokens": view.raw_tokens}
         return view.to_compact()
 
-    def _t_build(self, timebox, layers) -> dict[str, Any]:
-        return self.engine.build(timebox=timebox, layers=layers or self.layers)
+    def _t_build(self, timebox, layers, generator, scope) -> dict[str, Any]:
+        layers = layers or self.layers
+        if generator is None:
+            gen = self._client_generator()
+            if gen is None:
+                return self.engine.build(timebox=timebox, layers=layers, scope=scope)
+            with gen.reachable(self._client if self._client and self._client.offers_sampling
+                               else None):  # continue with the client's model where it can
+                return self.engine.build(timebox=timebox, layers=layers, scope=scope)
+        if layers is None:
+            layers = ["derived"]
+        elif "derived" not in layers:
+            raise ToolArgumentError(f"build: argument 'generator' applies to the derived layer; "
+                                    f"add 'derived' to layers or leave layers out (got {layers})")
+        layer = self._derived()
+        t0 = time.monotonic()
+        if generator == "extractive":
+            layer.use_generator("extractive")
+            report = self.engine.build(timebox=timebox, layers=layers, scope=scope)
+        else:
+            client = self._client
+            if client is None or not client.offers_sampling:
+                raise SamplingUnavailableError(
+                    "build: generator 'client' writes derived texts with the MCP client's model "
+                    "through sampling, but this client did not declare the sampling capability. "
+                    "Use generator='extractive' to derive texts offline, without a model.")
+            _, model = client.sample(PROBE_PROMPT, 16)  # the model name keys the cache
+            gen = ClientGenerator(model)
+            layer.use_generator(gen)
+            left = max(timebox - (time.monotonic() - t0), min(timebox, 0.1))
+            with gen.reachable(client):
+                report = self.engine.build(timebox=left, layers=layers, scope=scope)
+        report["generator"] = layer.key.to_json()
+        return report
+
+    def _derived(self):
+        layer = self.engine.layers.get("derived")
+        if layer is None or not hasattr(layer, "use_generator"):
+            have = ", ".join(self.engine.layers)
+            raise ToolArgumentError("build: argument 'generator' needs the derived layer, which "
+                                    f"this engine does not have (layers: {have})")
+        return layer
+
+    def _client_generator(self) -> "ClientGenerator | None":
+        """The derived layer's generator when it is the client's model (a build continues
+        with it), else None."""
+        if self._engine is None:
+            return None
+        gen = getattr(self._engine.layers.get("derived"), "generator", None)
+        return gen if isinstance(gen, ClientGenerator) else None
+
+
+PROBE_PROMPT = "Reply with the single word OK."
+
+
+def _compact(hit) -> dict[str, Any]:
+    """A hit's compact JSON; a hit of the derived layer also names the derived text it matched
+    and the generator and model that wrote it (verify with fetch: it is not stated literally)."""
+    out = hit.to_compact()
+    ev = hit.evidence.get("derived") if isinstance(hit.evidence, Mapping) else None
+    d = getattr(ev, "details", None) or {}
+    if d.get("derived_text"):
+        out["derived"] = {"text": d["derived_text"], "kind": d.get("kind"),
+                          "generator": d.get("generator"), "model": d.get("model")}
+    return out
+
+
+class ClientGenerator(SamplingGenerator):
+    """``SamplingGenerator`` over the MCP client's model (generator name "sampling", model as
+    the client reports it). The model is reachable only inside ``reachable(client)``, i.e.
+    during a ``build`` tool call; between calls ``available`` is false and the derived layer
+    leaves its units pending instead of failing them."""
+
+    def __init__(self, model: str):
+        self._client: SamplingClient | None = None
+        super().__init__(self._sample, model=model)
+
+    @property
+    def available(self) -> bool:
+        return self._client is not None
+
+    @contextlib.contextmanager
+    def reachable(self, client: SamplingClient | None):
+        self._client = client
+        try:
+            yield self
+        finally:
+            self._client = None
+
+    def _sample(self, prompt: str) -> str:
+        client = self._client
+        if client is None:
+            raise GeneratorError("the MCP client's model is reachable only during a build call")
+        try:
+            text, model = client.sample(prompt, 400)
+        except Exception:
+            self._client = None  # declined or gone: the rest of this build leaves units pending
+            raise
+        if model != self.model:
+            self._client = None
+            raise GeneratorError(f"the client's model changed from {self.model!r} to {model!r} "
+                                 "during the build; call build with generator='client' again")
+        return text
