@@ -306,7 +306,7 @@ def render_html(summaries: list[dict]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``SUMMARY.json [SUMMARY2.json ...] --out REPORT``."""
     parser.add_argument("summaries", nargs="+", metavar="SUMMARY.json",
-                        help="summary files written by `python -m evals run`")
+                        help="summary files written by `python -m evals beir`")
     parser.add_argument("--out", required=True, metavar="REPORT",
                         help="writes REPORT.md and REPORT.html")
     return parser

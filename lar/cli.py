@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--layers", type=_csv, default=None, help="comma-separated layer names")
     s.add_argument("--exclude", type=_csv, default=None, help="comma-separated layer names")
     s.add_argument("--scope", action="append", default=None, help="glob to include (repeatable)")
-    s.add_argument("--fusion", default="route-unique", help="route-unique | rrf | combsum | combmnz")
+    s.add_argument("--fusion", default=None,
+                   help="route-unique | rrf | combsum | combmnz | pvalue | adaptive (default: the engine's)")
     s.add_argument("--rrf-c", type=float, default=60.0)
     s.add_argument("--emphasis", default="balanced", choices=["precision", "balanced", "recall"])
     s.add_argument("--strict", action="store_true", help="fail if any layer fails")

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .errors import (ConfigError, HitNotFoundError, LarError, ScopeError, StaleSpanError,
                      UnknownLayerError)
 from .layer import LayerContext, ScopeView, Unit
+from .fusion import DEFAULT_POLICY
 from .orchestrator import orchestrate
 from .recording import Recording, search_params, seconds
 from .registry import registered_layers
@@ -293,7 +294,7 @@ class Engine(Recording):
 
     def search(self, query: Any, timebox: Any = 0.5, k: int = 20, emphasis: str = "balanced",
                layers: Sequence[str] | None = None, exclude: Sequence[str] | None = None,
-               scope: Any = None, fusion: str = "route-unique", rrf_c: float = 60.0,
+               scope: Any = None, fusion: str | None = None, rrf_c: float = 60.0,
                strict: bool = False, tokens: int | None = None) -> Result:
         """Run the layers under ``timebox`` (seconds or '200ms') and fuse what they found.
         ``k`` bounds the number of hits; ``tokens`` (optional) also bounds the compact result's
@@ -306,7 +307,7 @@ class Engine(Recording):
 
     async def asearch(self, query: Any, timebox: Any = 0.5, k: int = 20, emphasis: str = "balanced",
                       layers: Sequence[str] | None = None, exclude: Sequence[str] | None = None,
-                      scope: Any = None, fusion: str = "route-unique", rrf_c: float = 60.0,
+                      scope: Any = None, fusion: str | None = None, rrf_c: float = 60.0,
                       strict: bool = False, tokens: int | None = None) -> Result:
         args = (query, timebox, k, emphasis, layers, exclude, scope, fusion, rrf_c, strict, tokens)
         return await self._arecorded("search", search_params(*args), lambda: self._asearch(*args))
@@ -315,6 +316,8 @@ class Engine(Recording):
                        layers: Sequence[str] | None, exclude: Sequence[str] | None, scope: Any,
                        fusion: str, rrf_c: float, strict: bool, tokens: int | None) -> Result:
         t_call = time.monotonic()
+        if fusion is None:
+            fusion = self.config.get("fusion") or DEFAULT_POLICY
         tb = parse_duration(timebox)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(f"k must be a positive integer, got {k!r}")

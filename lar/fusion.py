@@ -39,6 +39,9 @@ POLICIES: tuple[str, ...] = ("route-unique", "rrf", "combsum", "combmnz", "adapt
 NORMS: tuple[str, ...] = ("minmax", "zscore", "rank", "pvalue", "none")
 SLOTS: tuple[str, ...] = ("core", "route-unique", "fill")
 DEFAULT_C = 60.0
+# the engine's policy when a search names none (config "fusion" overrides it); chosen by the
+# evaluation harness on the development splits (benchmarks/results/, README "Fusion and probing")
+DEFAULT_POLICY = "route-unique"
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +329,7 @@ def fuse(
 
 __all__ = [
     "DEFAULT_C",
+    "DEFAULT_POLICY",
     "NORMS",
     "POLICIES",
     "SLOTS",

@@ -60,8 +60,8 @@ SPECS: tuple[ToolSpec, ...] = (
                  Param("k", {"type": "integer", "minimum": 1, "maximum": 200}, _integer(1, 200),
                        "number of hits", 20),
                  Param("layers", _NAMES, _names, "run only these layers (default: all)", None),
-                 Param("fusion", _STR, _string, "route-unique | rrf | combsum | combmnz",
-                       "route-unique"),
+                 Param("fusion", _STR, _string, "route-unique | rrf | combsum | combmnz | pvalue | "
+                       "adaptive (default: the engine's)", None),
                  Param("source", {"type": "string", "enum": ["files", "tools"]},
                        _choice("files", "tools"), "files of the root, or cached tool outputs",
                        "files"),

@@ -70,7 +70,8 @@ def add_search_flags(p: argparse.ArgumentParser, as_default: str | None) -> None
     p.add_argument("--layers", type=_csv, default=None, help="comma-separated layer names")
     p.add_argument("--exclude", type=_csv, default=None, help="comma-separated layer names")
     p.add_argument("--scope", action="append", default=None, help="glob to include (repeatable)")
-    p.add_argument("--fusion", default="route-unique", help="route-unique | rrf | combsum | combmnz")
+    p.add_argument("--fusion", default=None,
+                   help="route-unique | rrf | combsum | combmnz | pvalue | adaptive (default: the engine's)")
     p.add_argument("--rrf-c", type=float, default=60.0, help="the RRF constant (default 60)")
     p.add_argument("--emphasis", default="balanced", choices=["precision", "balanced", "recall"])
     p.add_argument("--strict", action="store_true", help="fail if any layer fails")

@@ -8,6 +8,10 @@ import re
 
 import pytest
 
+# the first run builds every layer of the demo corpus (MiniLM encoding included): a few minutes
+# on a loaded 2-core machine, so more than the suite's default per-test limit
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
 from lar.demo import QUERIES, _sources, data_dir, run_demo
 
 STATES = {"ran", "aborted", "skipped", "failed"}
