@@ -82,7 +82,8 @@ def load_set(beir_dir: str, split: str, runs_dir: str) -> FitSet:
                 raise EvalDataError(f"not a route-list line ({exc})", path=str(path), line=no) from None
     qrels = {q: dict(data.qrels[q]) for q in lists if data.qrels.get(q)}
     types = {q: t for q in qrels if (t := data.query_type(q)) is not None}
-    return FitSet(f"{data.name}-{split}", qrels, {q: lists[q] for q in qrels}, types)
+    name = data.name if data.name.endswith(split) else f"{data.name}-{split}"
+    return FitSet(name, qrels, {q: lists[q] for q in qrels}, types)
 
 
 def _query_data(lists: Mapping[str, list], routes: Sequence[str], qrels: Mapping[str, int]
@@ -159,7 +160,7 @@ def fit_params(queries: Sequence[QueryData], routes: Sequence[str], rounds: int 
 
 def to_model(params: np.ndarray, routes: Sequence[str], **meta: Any) -> FusionModel:
     weights = {r: RouteWeights(float(p[0]), float(p[1]), float(p[2])) for r, p in zip(routes, params)}
-    return FusionModel(weights, RouteWeights(0.0), **meta)
+    return FusionModel(weights, RouteWeights(1.0), **meta)  # unseen routes: equal weight
 
 
 def _rank(q: QueryData, scores: np.ndarray, k: int = K) -> list[str]:

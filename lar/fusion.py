@@ -7,14 +7,15 @@ output is a list of :class:`FusedItem`, best first, cut to ``k`` items (``k=None
 Policies (see :data:`POLICIES`):
 
 * ``"rrf"`` - reciprocal rank fusion, ``score = sum over routes of 1 / (c + rank)``.
-* ``"route-unique"`` - the default: an RRF core plus, for every route that found anything,
+* ``"route-unique"`` - an RRF core plus, for every route that found anything,
   its best candidate not already selected, so that no route is crowded out of the top ``k``.
 * ``"combsum"`` / ``"combmnz"`` - sum of per-route normalised scores (times the number of
   routes that found the key, for CombMNZ).
 * ``"pvalue"`` - CombSUM of each route's evidence ``-ln p`` (:mod:`lar.probe`: the score read
   against the route's own background fit for this query); a route without signal adds nothing.
-* ``"adaptive"`` - the same evidence, weighted per route and query by the probe features and a
-  fitted :class:`lar.fusion_adaptive.FusionModel` (``model=``); RRF when no route has signal.
+* ``"adaptive"`` - the engine's default (:data:`DEFAULT_POLICY`): the same evidence, weighted per
+  route and query by the probe features and a fitted :class:`lar.fusion_adaptive.FusionModel`
+  (``model=``; the packaged one by default); RRF when no route has signal.
 
 A key listed twice in one route keeps its first (best) position; later copies are ignored and
 ranks are positions in the route's list of distinct keys.  Ties are broken deterministically:
@@ -41,7 +42,7 @@ SLOTS: tuple[str, ...] = ("core", "route-unique", "fill")
 DEFAULT_C = 60.0
 # the engine's policy when a search names none (config "fusion" overrides it); chosen by the
 # evaluation harness on the development splits (benchmarks/results/, README "Fusion and probing")
-DEFAULT_POLICY = "route-unique"
+DEFAULT_POLICY = "adaptive"
 
 
 @dataclass(frozen=True, slots=True)

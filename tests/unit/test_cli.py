@@ -17,7 +17,7 @@ def test_search_json_is_stable(corpus, tmp_path, capsys):
                        "--timebox", "2s", "--k", "3", "--json")
     assert code == 0
     doc = json.loads(out)
-    assert doc["schema"] == 1 and doc["k"] == 3 and doc["fusion"] == "route-unique"
+    assert doc["schema"] == 1 and doc["k"] == 3 and doc["fusion"] == "adaptive"
     assert set(doc["hits"][0]) == {"id", "path", "lines", "excerpt", "signals"}
     import lar
 
