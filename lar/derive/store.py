@@ -9,68 +9,30 @@ derived text; its real source spans are looked up here.
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import zlib
-from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from ..errors import CorruptStateError
+from ..lexical.chunks import UnitStore
 from .types import DerivedText, GeneratorError
 
 
-class DerivedStore:
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        try:
-            conn = self._conn()
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS units(hash TEXT PRIMARY KEY, "
-                         "version TEXT NOT NULL, payload BLOB NOT NULL)")
-        except sqlite3.DatabaseError as exc:
-            raise CorruptStateError(
-                f"the derived-text store {self.path} is unreadable ({exc}); delete "
-                f"{self.path.parent} and the layer rebuilds lazily") from None
+class DerivedStore(UnitStore):
+    """The bm25 layer's unit store (one zlib JSON row per hash), holding derived texts."""
 
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-        return conn
+    label = "derived-text store"
 
     def put(self, h: str, version: str, texts: Sequence[DerivedText],
             terms: Sequence[Sequence[str]]) -> None:
         raw = json.dumps({"texts": [t.to_json() for t in texts], "terms": [list(t) for t in terms]},
                          ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        self._conn().execute(
-            "INSERT INTO units(hash, version, payload) VALUES (?,?,?) ON CONFLICT(hash) DO "
-            "UPDATE SET version=excluded.version, payload=excluded.payload",
-            (h, version, zlib.compress(raw, 1)))
-
-    def drop(self, hashes: Iterable[str]) -> None:
-        self._conn().executemany("DELETE FROM units WHERE hash=?", [(h,) for h in hashes])
-
-    @staticmethod
-    def _decode(blob: bytes) -> dict:
-        return json.loads(zlib.decompress(blob).decode("utf-8"))
+        self.put_blob(h, version, zlib.compress(raw, 1))
 
     def _rows(self, hashes: Iterable[str], version: str) -> Iterator[tuple[str, dict]]:
-        hashes = sorted(set(hashes))
-        conn = self._conn()
-        for i in range(0, len(hashes), 500):
-            part = hashes[i:i + 500]
-            rows = conn.execute(
-                f"SELECT hash, payload FROM units WHERE version=? AND hash IN "
-                f"({','.join('?' * len(part))})", (version, *part)).fetchall()
-            for h, blob in sorted(rows):
-                try:
-                    yield h, self._decode(blob)
-                except (zlib.error, ValueError, TypeError):
-                    continue  # a corrupt row counts as not built
+        for h, blob in self.blobs(hashes, version):
+            try:
+                yield h, json.loads(zlib.decompress(blob).decode("utf-8"))
+            except (zlib.error, ValueError, TypeError):
+                continue  # a corrupt row counts as not built
 
     def get_many(self, hashes: Iterable[str], version: str
                  ) -> Iterator[tuple[str, list[tuple[int, int]], list[list[str]]]]:

@@ -34,7 +34,6 @@ recorded). Swap between calls, not while a search or build of this layer runs.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import threading
 from dataclasses import replace
 from typing import Any, Sequence
@@ -48,6 +47,7 @@ from ..lexical.index import SegmentedIndex
 from ..lexical.segments import SegmentParams
 from ..lexical.tokenize import Tokenizer
 from ..types import Hit, LayerStatus, Span
+from .bm25 import missing_dependency
 
 MAX_BYTES = 4 * 1024 * 1024
 SUBSPAN_HITS = 100
@@ -58,13 +58,6 @@ def parse_query(query: Any) -> str:
     if isinstance(query, str) and query.strip():
         return query
     raise QueryError("derived", f"give free text (words; matched against derived texts); got {query!r}")
-
-
-def _missing() -> str | None:
-    for mod in ("bm25s", "Stemmer"):
-        if importlib.util.find_spec(mod) is None:
-            return mod
-    return None
 
 
 class DerivedLayer(BuildingLayer):
@@ -90,7 +83,7 @@ class DerivedLayer(BuildingLayer):
         self.key = GeneratorKey.of(self.generator, pv)
         self._configured = (self.generator, pv)
         self.tokenizer = Tokenizer("auto-v1", stem=True)
-        self.missing = _missing()
+        self.missing = missing_dependency(stem=True)  # bm25s + PyStemmer, as the bm25 layer
         self.cost = self._cost(self.key)
         super().__init__(ctx)
         self.cache = DerivedCache(ctx.state_dir / "derived")

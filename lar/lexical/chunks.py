@@ -71,8 +71,11 @@ def chunk_spans(doc: Document, mode: str, target: int, code_target: int,
 class UnitStore:
     """Per-unit artefacts: ``{hash: (spans, term lists)}`` in ``<dir>/units.sqlite``."""
 
+    label = "bm25 unit store"  # named in the error a damaged file raises
+
     def __init__(self, path: Path):
         self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         try:
             conn = self._conn()
@@ -81,7 +84,7 @@ class UnitStore:
                          "version TEXT NOT NULL, payload BLOB NOT NULL)")
         except sqlite3.DatabaseError as exc:
             raise CorruptStateError(
-                f"the bm25 unit store {self.path} is unreadable ({exc}); delete "
+                f"the {self.label} {self.path} is unreadable ({exc}); delete "
                 f"{self.path.parent} and the layer rebuilds lazily") from None
 
     def _conn(self) -> sqlite3.Connection:
@@ -107,10 +110,13 @@ class UnitStore:
     def put(self, h: str, version: str, spans: Sequence[tuple[int, int]],
             terms: Sequence[Sequence[str]]) -> None:
         """Store one unit's artefact (one statement: atomic)."""
+        self.put_blob(h, version, self.encode(spans, terms))
+
+    def put_blob(self, h: str, version: str, blob: bytes) -> None:
         self._conn().execute(
             "INSERT INTO units(hash, version, payload) VALUES (?,?,?) ON CONFLICT(hash) DO "
             "UPDATE SET version=excluded.version, payload=excluded.payload",
-            (h, version, self.encode(spans, terms)))
+            (h, version, blob))
 
     def drop(self, hashes: Iterable[str]) -> None:
         self._conn().executemany("DELETE FROM units WHERE hash=?", [(h,) for h in hashes])
@@ -119,6 +125,15 @@ class UnitStore:
                  ) -> Iterator[tuple[str, list[tuple[int, int]], list[list[str]]]]:
         """``(hash, spans, terms)`` of the given units stored with ``version`` (others are left
         out: the caller treats them as not built). A corrupt row is skipped."""
+        for h, blob in self.blobs(hashes, version):
+            try:
+                spans, terms = self.decode(blob)
+            except (zlib.error, ValueError, KeyError, TypeError):
+                continue
+            yield h, spans, terms
+
+    def blobs(self, hashes: Iterable[str], version: str) -> Iterator[tuple[str, bytes]]:
+        """``(hash, payload)`` of the given units stored with ``version``, by hash."""
         hashes = sorted(set(hashes))
         conn = self._conn()
         for i in range(0, len(hashes), 500):
@@ -126,12 +141,7 @@ class UnitStore:
             rows = conn.execute(
                 f"SELECT hash, payload FROM units WHERE version=? AND hash IN "
                 f"({','.join('?' * len(part))})", (version, *part)).fetchall()
-            for h, blob in sorted(rows):
-                try:
-                    spans, terms = self.decode(blob)
-                except (zlib.error, ValueError, KeyError, TypeError):
-                    continue
-                yield h, spans, terms
+            yield from sorted(rows)
 
 
 class Highlighter:

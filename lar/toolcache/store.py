@@ -20,13 +20,13 @@ import json
 import os
 import re
 import shlex
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..errors import CorruptStateError
+from ..store.cas import atomic_write
 from .errors import ToolIdError
 
 KEY_HEX = 32
@@ -132,21 +132,6 @@ class ToolRecord:
             raise CorruptStateError(f"tool record is malformed: {exc}") from None
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 class RunStore:
     """The on-disk store of records and outputs (see the module docstring)."""
 
@@ -163,11 +148,13 @@ class RunStore:
     def save(self, record: ToolRecord, stdout: bytes, stderr: bytes) -> str:
         """Write the raw streams, the text and then the record; returns the text."""
         text = combine(stdout, stderr)
-        _atomic_write(self.runs_dir / f"{record.key}.stdout", stdout)
-        _atomic_write(self.runs_dir / f"{record.key}.stderr", stderr)
-        _atomic_write(self.output_path(record.key), text.encode("utf-8"))
-        _atomic_write(self.runs_dir / f"{record.key}.json",
-                      json.dumps(record.to_dict(), ensure_ascii=False, indent=1).encode("utf-8"))
+        # a cache: atomic (no reader sees half a file) but not fsynced, the record last
+        atomic_write(self.runs_dir / f"{record.key}.stdout", stdout, durable=False)
+        atomic_write(self.runs_dir / f"{record.key}.stderr", stderr, durable=False)
+        atomic_write(self.output_path(record.key), text.encode("utf-8"), durable=False)
+        atomic_write(self.runs_dir / f"{record.key}.json",
+                     json.dumps(record.to_dict(), ensure_ascii=False, indent=1).encode("utf-8"),
+                     durable=False)
         return text
 
     def load(self, key: str) -> ToolRecord | None:

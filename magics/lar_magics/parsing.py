@@ -12,8 +12,7 @@ import re
 import shlex
 from typing import Any, Iterable
 
-from lar.errors import LarError
-from lar.timebox import parse_duration
+from lar.cli import _csv, _duration  # the lar command's own flag parsing
 
 from .errors import MagicUsageError
 
@@ -30,17 +29,6 @@ class Parser(argparse.ArgumentParser):
         if message:
             print(message)
         raise HelpShown()
-
-
-def _csv(value: str) -> list[str]:
-    return [x.strip() for x in value.split(",") if x.strip()]
-
-
-def _duration(value: str) -> float:
-    try:
-        return parse_duration(value)
-    except LarError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _durations(value: str) -> list[float]:
