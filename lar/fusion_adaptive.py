@@ -27,6 +27,7 @@ from .errors import ConfigError
 from .probe import EVIDENCE_CAP, RouteProbe, agreement, probe_list
 
 PACKAGED_MODEL = Path(__file__).parent / "data" / "fusion-adaptive.json"
+_LOADED: dict[tuple[str, int], "FusionModel"] = {}  # (resolved path, mtime_ns) -> model
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +113,23 @@ def load_model(spec: Any = None) -> FusionModel:
         return FusionModel()
     path = Path(spec)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        stamp = path.stat().st_mtime_ns
     except OSError as exc:
         raise ConfigError(f"cannot read the fusion model {str(path)!r}: {exc}") from None
-    except ValueError as exc:
-        raise ConfigError(f"fusion model {str(path)!r} is not valid JSON: {exc}") from None
-    return FusionModel.from_dict(data, str(path))
+    key = (str(path.resolve()), stamp)
+    model = _LOADED.get(key)
+    if model is None:  # read once per file version: this runs on every adaptive search
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read the fusion model {str(path)!r}: {exc}") from None
+        except ValueError as exc:
+            raise ConfigError(f"fusion model {str(path)!r} is not valid JSON: {exc}") from None
+        model = FusionModel.from_dict(data, str(path))
+        if len(_LOADED) > 16:
+            _LOADED.clear()
+        _LOADED[key] = model
+    return model
 
 
 def probe_runs(runs: Mapping[str, Any]) -> tuple[dict[str, RouteProbe], dict[str, Any]]:

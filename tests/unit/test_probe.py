@@ -132,3 +132,16 @@ def test_search_reports_probes_on_runs_and_hits(tmp_path):
             assert res.hits[0].evidence["grep"].evalue is None
             d = res.to_dict()
             assert "probe" not in d["runs"][0] and "probe" in res.to_dict(full=True)["runs"][0]
+
+
+def test_a_model_file_is_read_once_per_version(tmp_path):
+    import os
+
+    path = tmp_path / "m.json"
+    FusionModel({"bm25": RouteWeights(2.0)}, name="v1").save(path)
+    first = load_model(path)
+    assert load_model(path) is first  # cached: the same object, no second read
+    FusionModel({"bm25": RouteWeights(3.0)}, name="v2").save(path)
+    os.utime(path, ns=(1, os.stat(path).st_mtime_ns + 1_000_000))  # a new version on disk
+    again = load_model(path)
+    assert again.name == "v2" and again.weights_for("bm25").base == 3.0
