@@ -53,7 +53,10 @@ def test_run_fit_cross_fits_and_reports(tmp_path):
     assert {t["a"] for t in s["tests"]} == {"fusion:adaptive", "fusion:rrf"}
     assert len(report["fold_models"]) == 2
     assert model.trained_on == ("synthetic-test (16 queries)",)
-    assert model.weights_for("good").weight.__self__.base >= 0  # a RouteWeights
+    qd = _query_data(fs.lists["q0"], ["bad", "good"], fs.qrels["q0"])
+    w = {r: max(0.0, model.weights_for(r).base + model.weights_for(r).signal * qd.top[j]
+                + model.weights_for(r).agree * qd.agree[j]) for j, r in enumerate(["bad", "good"])}
+    assert w["good"] > w["bad"]  # the final model trusts the route that is right
     with pytest.raises(EvalConfigError):
         run_fit([fs], folds=1)
 
