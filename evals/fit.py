@@ -14,7 +14,10 @@ The final model, fitted on every training query, is written to ``--out`` with th
 data it saw and its held-out figures.
 
 The model: :class:`lar.fusion_adaptive.FusionModel`, three weights per route (``base``,
-``signal``, ``agree``), fitted by coordinate ascent over small grids on the mean nDCG@10.
+``signal``, ``agree``), fitted by coordinate ascent over small grids on the mean nDCG@10, and one
+score normalisation (``--norms``: evidence, tailz, minmax, zscore), the one whose fitted weights
+score best on the fit's own training queries. One ``--set`` gives a model for that corpus
+(its dev split's halves are fitted and scored in turn); several give one joint model.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from lar.fusion import fuse
-from lar.fusion_adaptive import FusionModel, RouteWeights, evidence_scores, probe_runs
+from lar.fusion_adaptive import MODEL_NORMS, FusionModel, RouteWeights, probe_runs, route_values
 from lar.probe import EVIDENCE_CAP
 
 from .data import load_beir
@@ -40,6 +43,7 @@ GRIDS = {"base": (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0),
          "agree": (-1.0, -0.5, 0.0, 0.5, 1.0, 2.0)}
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 BASELINES = ("rrf", "route-unique", "combsum", "pvalue")
+NORMS = MODEL_NORMS  # tried by every fit unless --norms narrows them
 K = 100
 
 
@@ -48,7 +52,7 @@ class QueryData:
     """One query's evidence matrix (documents x routes) and probe features."""
 
     docs: list[str]
-    ev: np.ndarray        # evidence, 0 where the route did not list the document
+    ev: np.ndarray        # normalised scores; the route's floor where it did not list the document
     rrf: np.ndarray       # RRF contributions, the fallback when no route carries weight
     top: np.ndarray       # per route: top evidence / CAP
     agree: np.ndarray     # per route: agreement
@@ -86,11 +90,11 @@ def load_set(beir_dir: str, split: str, runs_dir: str) -> FitSet:
     return FitSet(name, qrels, {q: lists[q] for q in qrels}, types)
 
 
-def _query_data(lists: Mapping[str, list], routes: Sequence[str], qrels: Mapping[str, int]
-                ) -> QueryData:
-    runs = {r: lists[r] for r in routes if lists.get(r)}
+def _query_data(lists: Mapping[str, list], routes: Sequence[str], qrels: Mapping[str, int],
+                norm: str = "evidence") -> QueryData:
+    runs = {r: _distinct(lists[r]) for r in routes if lists.get(r)}
     probes, fits = probe_runs(runs)
-    ev = evidence_scores(runs, fits)
+    values = route_values(runs, fits, norm)
     docs: dict[str, int] = {}
     for items in runs.values():
         for d, _ in items:
@@ -106,14 +110,27 @@ def _query_data(lists: Mapping[str, list], routes: Sequence[str], qrels: Mapping
             if d not in seen:
                 seen.add(d)
                 R[docs[d], j] = 1.0 / (60.0 + rank)
-        for d, e in ev.get(r, {}).items():
-            E[docs[d], j] = e
+        if r in values:
+            vals, floor = values[r]
+            E[:, j] = floor
+            for d, e in vals.items():
+                E[docs[d], j] = e
         p = probes[r]
         top[j], agree[j], usable[j] = min(p.top_evidence, EVIDENCE_CAP) / EVIDENCE_CAP, p.agreement, float(p.usable)
     gains = np.array([float(qrels.get(d, 0)) for d in docs])
     ideal = sorted((g for g in qrels.values() if g > 0), reverse=True)[:10]
     idcg = sum((2 ** g - 1) / np.log2(i + 2) for i, g in enumerate(ideal))
     return QueryData(list(docs), E, R, top, agree, usable, gains, float(idcg))
+
+
+def _distinct(items: Sequence) -> list:
+    seen: set = set()
+    out = []
+    for d, s in items:
+        if d not in seen:
+            seen.add(d)
+            out.append((d, s))
+    return out
 
 
 def _weights(q: QueryData, params: np.ndarray) -> np.ndarray:
@@ -159,6 +176,7 @@ def fit_params(queries: Sequence[QueryData], routes: Sequence[str], rounds: int 
 
 
 def to_model(params: np.ndarray, routes: Sequence[str], **meta: Any) -> FusionModel:
+    """The :class:`FusionModel` of fitted ``params``; ``meta`` are its other fields."""
     weights = {r: RouteWeights(float(p[0]), float(p[1]), float(p[2])) for r, p in zip(routes, params)}
     return FusionModel(weights, RouteWeights(1.0), **meta)  # unseen routes: equal weight
 
@@ -186,31 +204,40 @@ def _baselines(fs: FitSet, routes: Sequence[str]) -> dict[str, dict[str, list[st
 
 
 def run_fit(train: Sequence[FitSet], holdout: Sequence[FitSet] = (), *, folds: int = 2,
-            seed: int = 0, metrics: Sequence[str] = METRICS) -> tuple[FusionModel, dict[str, Any]]:
-    """Cross-fit on ``train``, score every set, fit the final model on all training queries."""
+            seed: int = 0, metrics: Sequence[str] = METRICS,
+            norms: Sequence[str] = NORMS) -> tuple[FusionModel, dict[str, Any]]:
+    """Cross-fit on ``train``, score every set, fit the final model on all training queries.
+
+    Each fit tries every normalisation in ``norms`` and keeps the one whose fitted weights score
+    best on that fit's own training queries, so the choice of scale is held out as well."""
     if not train:
         raise EvalConfigError("fit needs at least one training set (--set BEIR_DIR SPLIT RUNS_DIR)")
     if folds < 2:
         raise EvalConfigError(f"folds must be at least 2, got {folds}")
+    bad = [n for n in norms if n not in MODEL_NORMS]
+    if not norms or bad:
+        raise EvalConfigError(f"norms must be some of {', '.join(MODEL_NORMS)}; got {list(norms)!r}")
     routes = sorted({r for fs in [*train, *holdout] for lists in fs.lists.values() for r, v in lists.items() if v})
-    qdata = {fs.name: {q: _query_data(fs.lists[q], routes, fs.qrels[q]) for q in fs.lists}
-             for fs in [*train, *holdout]}
+    qdata = {n: {fs.name: {q: _query_data(fs.lists[q], routes, fs.qrels[q], n) for q in fs.lists}
+                 for fs in [*train, *holdout]} for n in norms}
     split = {fs.name: folds_of(list(fs.lists), folds, seed) for fs in train}
     held: dict[str, dict[str, list[str]]] = {fs.name: {} for fs in train}
     fold_models = []
     for i in range(folds):
-        fit_q = [qdata[fs.name][q] for fs in train for j, f in enumerate(split[fs.name]) if j != i for q in f]
-        params = fit_params(fit_q, routes)
-        fold_models.append(to_model(params, routes, name=f"fold-{i}").to_dict()["routes"])
+        picks = [(fs.name, q) for fs in train for j, f in enumerate(split[fs.name]) if j != i for q in f]
+        norm, params, _ = best_fit({n: [qdata[n][name][q] for name, q in picks] for n in norms}, routes)
+        fold_models.append(to_model(params, routes, name=f"fold-{i}", norm=norm).to_dict())
         for fs in train:
             for q in split[fs.name][i]:
-                held[fs.name][q] = _rank(qdata[fs.name][q], _scores(qdata[fs.name][q], params))
-    all_q = [qd for fs in train for qd in qdata[fs.name].values()]
-    final = fit_params(all_q, routes)
+                qd = qdata[norm][fs.name][q]
+                held[fs.name][q] = _rank(qd, _scores(qd, params))
+    norm, final, tried = best_fit({n: [qd for fs in train for qd in qdata[n][fs.name].values()] for n in norms},
+                                  routes)
     for fs in holdout:
-        held[fs.name] = {q: _rank(qd, _scores(qd, final)) for q, qd in qdata[fs.name].items()}
+        held[fs.name] = {q: _rank(qd, _scores(qd, final)) for q, qd in qdata[norm][fs.name].items()}
     report: dict[str, Any] = {"schema": 1, "routes": routes, "folds": folds, "seed": seed,
                               "train": [fs.name for fs in train], "holdout": [fs.name for fs in holdout],
+                              "norms_tried": {n: round(v, 4) for n, v in tried.items()}, "norm": norm,
                               "sets": {}, "fold_models": fold_models}
     for fs in [*train, *holdout]:
         rankings = _baselines(fs, routes)
@@ -218,12 +245,24 @@ def run_fit(train: Sequence[FitSet], holdout: Sequence[FitSet] = (), *, folds: i
         report["sets"][fs.name] = score_set(fs, rankings, routes, metrics)
     info = {name: {"adaptive": s["scores"]["fusion:adaptive"], "best_route": s["best_route"]}
             for name, s in report["sets"].items()}
-    model = to_model(final, routes, name="adaptive-fitted",
+    model = to_model(final, routes, name="adaptive-fitted", norm=norm,
                      trained_on=tuple(f"{fs.name} ({len(fs.lists)} queries)" for fs in train),
                      info={"objective": "mean nDCG@10", "held_out": info,
-                           "fit": "coordinate ascent over evals.fit.GRIDS, 3 rounds"})
+                           "fit": "coordinate ascent over evals.fit.GRIDS, 3 rounds, per norm; "
+                                  "the norm with the best training objective kept",
+                           "norms_tried": report["norms_tried"]})
     report["model"] = model.to_dict()
     return model, report
+
+
+def best_fit(by_norm: Mapping[str, Sequence[QueryData]], routes: Sequence[str]
+             ) -> tuple[str, np.ndarray, dict[str, float]]:
+    """Fit weights on each normalisation's query data; the norm with the best training
+    objective wins (ties: the first in ``by_norm``). Returns ``(norm, params, objectives)``."""
+    fitted = {n: fit_params(qs, routes) for n, qs in by_norm.items()}
+    tried = {n: objective(by_norm[n], p) for n, p in fitted.items()}
+    norm = max(tried, key=lambda n: (tried[n], -list(by_norm).index(n)))
+    return norm, fitted[norm], tried
 
 
 def score_set(fs: FitSet, rankings: dict[str, dict[str, list[str]]], routes: Sequence[str],
@@ -270,6 +309,8 @@ def add_arguments(parser) -> Any:
                         help="a set only scored, by the model fitted on all training queries")
     parser.add_argument("--folds", type=int, default=2, help="cross-fitting folds (default 2)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--norms", default=",".join(NORMS),
+                        help=f"comma-separated normalisations to try (default {','.join(NORMS)})")
     parser.add_argument("--out", required=True, help="the fitted model (JSON)")
     parser.add_argument("--report", default=None, help="held-out scores and tests (JSON)")
     return parser
@@ -280,7 +321,7 @@ def format_report(report: dict[str, Any]) -> str:
     for name, s in report["sets"].items():
         sc = s["scores"]
         best = s["best_route"]
-        lines.append(f"{name} ({s['n_queries']} queries): adaptive ndcg@10 "
+        lines.append(f"{name} ({s['n_queries']} queries): adaptive ({report.get('norm')}) ndcg@10 "
                      f"{sc['fusion:adaptive']['ndcg@10']} vs best route {best} {sc[best]['ndcg@10']}, "
                      f"rrf {sc['fusion:rrf']['ndcg@10']}, route-unique {sc['fusion:route-unique']['ndcg@10']}, "
                      f"pvalue {sc['fusion:pvalue']['ndcg@10']}")
@@ -290,7 +331,8 @@ def format_report(report: dict[str, Any]) -> str:
 def run(args) -> int:
     train = [load_set(*spec) for spec in args.set]
     holdout = [load_set(*spec) for spec in args.holdout]
-    model, report = run_fit(train, holdout, folds=args.folds, seed=args.seed)
+    norms = [n.strip() for n in args.norms.split(",") if n.strip()]
+    model, report = run_fit(train, holdout, folds=args.folds, seed=args.seed, norms=norms)
     model.save(args.out)
     if args.report:
         from .cli import write_json
@@ -301,4 +343,5 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["FitSet", "GRIDS", "load_set", "objective", "fit_params", "run_fit", "score_set"]
+__all__ = ["FitSet", "GRIDS", "NORMS", "best_fit", "load_set", "objective", "fit_params", "run_fit",
+           "score_set"]

@@ -37,7 +37,7 @@ Key = Hashable
 Runs = Mapping[str, Sequence[tuple[Key, float]]]
 
 POLICIES: tuple[str, ...] = ("route-unique", "rrf", "combsum", "combmnz", "adaptive", "pvalue")
-NORMS: tuple[str, ...] = ("minmax", "zscore", "rank", "pvalue", "none")
+NORMS: tuple[str, ...] = ("minmax", "zscore", "tailz", "rank", "pvalue", "none")
 SLOTS: tuple[str, ...] = ("core", "route-unique", "fill")
 DEFAULT_C = 60.0
 # the engine's policy when a search names none (config "fusion" overrides it); chosen by the
@@ -223,6 +223,13 @@ def _normalise(table: _Table, route: str, norm: str) -> dict[Key, float]:
     if norm == "none" or not raw:
         return raw
     values = list(raw.values())
+    if norm == "tailz":
+        from .probe import background_z
+
+        mean, std = background_z(values)
+        if std == 0:
+            return {key: 0.0 for key in raw}
+        return {key: (s - mean) / std for key, s in raw.items()}
     if norm == "minmax":
         lo, hi = min(values), max(values)
         if hi == lo:
@@ -253,7 +260,10 @@ def combsum(runs: Runs, k: int | None = None, norm: str = "minmax") -> list[Fuse
     """CombSUM: sum over routes of the key's normalised score (``norm`` one of :data:`NORMS`).
 
     ``"minmax"`` maps a route's scores onto [0, 1] (all equal: 1.0 each); ``"zscore"`` uses the
-    route's mean and population standard deviation (all equal: 0.0 each); ``"rank"`` is
+    route's mean and population standard deviation (all equal: 0.0 each); ``"tailz"`` is the
+    z-score against the list's background (ranks from :data:`lar.probe.R0` on, see
+    :func:`lar.probe.background_z`), so a hit reads as "standard deviations above the
+    unremarkable bulk"; ``"rank"`` is
     ``1 / rank``; ``"none"`` keeps raw scores.
     """
     return _comb(runs, k, norm, mnz=False)
@@ -268,19 +278,20 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     """Query-adaptive fusion (see :mod:`lar.fusion_adaptive`). Returns ``(items, probes,
     weights, fits)``: the fused items, each route's :class:`lar.probe.RouteProbe`, its weight
     and its background fit (None when it has none)."""
-    from .fusion_adaptive import evidence_scores, load_model, probe_runs
+    from .fusion_adaptive import load_model, probe_runs, route_values
 
     k = _check_k(k)
     table = _collect(runs)
     model = load_model(model)
     dedup = {r: [(key, table.cands[key].raw[r]) for key in table.route_keys[r]] for r in table.routes}
     probes, fits = probe_runs(dedup)
-    ev = evidence_scores(dedup, fits)
+    values = route_values(dedup, fits, model.norm)
     weights = {r: model.weights_for(r).weight(probes[r]) for r in table.routes}
     if not any(w > 0 for w in weights.values()):
         return rrf(runs, k, c), probes, weights, fits
-    scores = {key: math.fsum(weights[r] * ev[r].get(key, 0.0) for r in cand.ranks if r in ev)
-              for key, cand in table.cands.items()}
+    live = [(r, weights[r], *values[r]) for r in table.routes if weights[r] > 0 and r in values]
+    scores = {key: math.fsum(w * vals.get(key, floor) for _, w, vals, floor in live)
+              for key in table.cands}
     ordered = _ordered(table, scores)[:k]
     return [_item(table, cand, scores[cand.key], "core") for cand in ordered], probes, weights, fits
 

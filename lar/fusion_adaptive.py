@@ -1,9 +1,13 @@
 """Query-adaptive fusion: each route's weight follows what its own list says about this query.
 
-Every route's scores are first turned into evidence (``-ln p`` from the route's background fit,
-:mod:`lar.probe`), so spaces share one scale. A key's fused score is
+Every route's scores are first put on one scale by the model's normalisation (``norm``):
+``"evidence"`` (``-ln p`` from the route's background fit, :mod:`lar.probe`), ``"tailz"``
+(standard deviations above the list's background), ``"minmax"`` or ``"zscore"``. A key's fused
+score is
 
-    sum over routes r of  w_r(q) * evidence_r(key)
+    sum over routes r of  w_r(q) * value_r(key)
+
+where a key a route did not list gets that route's lowest value (it fell below the route's cut).
 
 with ``w_r(q) = max(0, base_r + signal_r * top_r / CAP + agree_r * agreement_r)``: ``top_r`` is
 the evidence of route r's best hit for this query (does anything stand out at all?) and
@@ -27,6 +31,7 @@ from .errors import ConfigError
 from .probe import EVIDENCE_CAP, RouteProbe, agreement, probe_list
 
 PACKAGED_MODEL = Path(__file__).parent / "data" / "fusion-adaptive.json"
+MODEL_NORMS: tuple[str, ...] = ("evidence", "tailz", "minmax", "zscore")
 _LOADED: dict[tuple[str, int], "FusionModel"] = {}  # (resolved path, mtime_ns) -> model
 
 
@@ -63,8 +68,11 @@ class FusionModel:
     name: str = "equal"
     trained_on: tuple[str, ...] = ()
     info: Mapping[str, Any] = field(default_factory=dict)
+    norm: str = "evidence"
 
     def __post_init__(self) -> None:
+        if self.norm not in MODEL_NORMS:
+            raise ConfigError(f"FusionModel.norm must be one of {', '.join(MODEL_NORMS)}; got {self.norm!r}")
         for r, w in self.routes.items():
             if not isinstance(r, str) or not isinstance(w, RouteWeights):
                 raise ConfigError(f"FusionModel.routes must map route names to RouteWeights; got {r!r}: {w!r}")
@@ -76,7 +84,7 @@ class FusionModel:
         return self.routes.get(route, self.default)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": 1, "kind": "lar-adaptive-fusion", "name": self.name,
+        return {"schema": 1, "kind": "lar-adaptive-fusion", "name": self.name, "norm": self.norm,
                 "trained_on": list(self.trained_on), "default": self.default.to_dict(),
                 "routes": {r: w.to_dict() for r, w in sorted(self.routes.items())},
                 "info": dict(self.info)}
@@ -91,8 +99,11 @@ class FusionModel:
             default = RouteWeights(**(d.get("default") or {}))
         except TypeError as exc:
             raise ConfigError(f"{source}: bad route weights ({exc}); expected base/signal/agree") from None
+        norm = d.get("norm", "evidence")
+        if norm not in MODEL_NORMS:
+            raise ConfigError(f"{source}: unknown norm {norm!r}; valid: {', '.join(MODEL_NORMS)}")
         return cls(routes, default, str(d.get("name", "model")), tuple(d.get("trained_on", ())),
-                   dict(d.get("info") or {}))
+                   dict(d.get("info") or {}), norm)
 
     def save(self, path: str | Path) -> None:
         from .store.cas import atomic_write
@@ -163,6 +174,27 @@ def evidence_scores(runs: Mapping[str, Any], fits: Mapping[str, Any]) -> dict[st
     return out
 
 
+def route_values(runs: Mapping[str, Any], fits: Mapping[str, Any], norm: str = "evidence"
+                 ) -> dict[str, tuple[dict, float]]:
+    """``{route: ({key: value}, floor)}`` on the model's scale for the routes with a fit (the
+    others carry no signal and drop out); ``floor`` is what a key the route did not list gets.
+    ``runs`` must hold distinct keys per route, best first."""
+    if norm == "evidence":
+        return {r: (ev, 0.0) for r, ev in evidence_scores(runs, fits).items()}
+    from .fusion import _collect, _normalise
+
+    out = {}
+    usable = {r: items for r, items in runs.items() if fits.get(r) is not None}
+    if not usable:
+        return out
+    table = _collect(usable)
+    zname = "zscore" if norm == "zscore" else norm
+    for route in usable:
+        vals = _normalise(table, route, zname)
+        out[route] = (vals, min(vals.values()) if vals else 0.0)
+    return out
+
+
 def with_probe(hit, fits: Mapping[str, Any]):
     """``hit`` with each layer's evidence carrying its E-value and p-value from that layer's
     background fit (layers without a fit are left as they are)."""
@@ -178,5 +210,5 @@ def with_probe(hit, fits: Mapping[str, Any]):
     return dataclasses.replace(hit, evidence={**hit.evidence, **changed})
 
 
-__all__ = ["FusionModel", "PACKAGED_MODEL", "RouteWeights", "evidence_scores", "load_model",
-           "probe_runs", "with_probe"]
+__all__ = ["FusionModel", "MODEL_NORMS", "PACKAGED_MODEL", "RouteWeights", "evidence_scores",
+           "load_model", "probe_runs", "route_values", "with_probe"]

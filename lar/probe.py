@@ -95,6 +95,21 @@ def fit_tail(scores: Sequence[float], r0: int = R0, min_points: int = MIN_POINTS
     return TailFit(a=my + beta * mx, beta=beta, r0=r0, n=len(ys)), ""
 
 
+def background_z(scores: Sequence[float], r0: int = R0, min_points: int = MIN_POINTS
+                 ) -> tuple[float, float]:
+    """Mean and population standard deviation of a best-first list's background: its scores
+    from rank ``r0`` on when there are at least ``min_points`` of them, else the whole list.
+    ``(s - mean) / std`` reads a score as standard deviations above the list's unremarkable
+    bulk (the ``tailz`` normalisation); ``std`` is 0 for a constant background."""
+    vals = [float(s) for s in scores]
+    if not vals:
+        return 0.0, 0.0
+    tail = vals[r0 - 1:] if len(vals) - (r0 - 1) >= min_points else vals
+    mean = math.fsum(tail) / len(tail)
+    var = math.fsum((v - mean) ** 2 for v in tail) / len(tail)
+    return mean, math.sqrt(var)
+
+
 @dataclass(frozen=True, slots=True)
 class RouteProbe:
     """What one route's list says about one query (``usable`` False: dropped, see ``reason``)."""
@@ -138,5 +153,5 @@ def agreement(tops: dict[str, Sequence], route: str, depth: int = 10) -> float:
     return sum(1 for k in mine if k in others) / len(mine)
 
 
-__all__ = ["EVIDENCE_CAP", "MIN_POINTS", "R0", "RouteProbe", "TailFit", "agreement", "fit_tail",
+__all__ = ["EVIDENCE_CAP", "MIN_POINTS", "R0", "RouteProbe", "TailFit", "agreement", "background_z", "fit_tail",
            "probe_list"]

@@ -73,3 +73,24 @@ def test_fit_on_a_real_harness_run(evaluation, beir_dir):
         assert s["scores"][f"route:{r}"]["ndcg@10"] == ev.summary["routes"][r]["ndcg@10"]
     assert set(model.routes) <= set(ROUTES)
     assert s["scores"]["fusion:rrf"]["ndcg@10"] is not None
+
+
+def test_fit_picks_the_normalisation_that_fits_its_training_queries():
+    from evals.fit import best_fit
+
+    fs = synthetic(12)
+    routes = ["bad", "good"]
+    by_norm = {n: [_query_data(fs.lists[q], routes, fs.qrels[q], n) for q in fs.lists]
+               for n in ("minmax", "evidence", "zscore")}
+    # equal weights on the evidence scale: 'bad''s top (9.5 on a 5.0 background) beats 'good''s 9.0
+    assert objective(by_norm["evidence"], np.tile([1.0, 0.0, 0.0], (2, 1))) < 1.0
+    norm, params, tried = best_fit(by_norm, routes)
+    assert tried == {n: pytest.approx(objective(by_norm[n], fit_params(by_norm[n], routes))) for n in by_norm}
+    assert tried[norm] == max(tried.values()) == pytest.approx(1.0)
+    assert norm == next(n for n in by_norm if tried[n] == max(tried.values()))  # ties: first listed
+    assert np.array_equal(params, fit_params(by_norm[norm], routes))
+    model, report = run_fit([fs], folds=2, norms=("zscore", "minmax"))
+    assert model.norm == report["norm"] == max(report["norms_tried"], key=lambda n: (report["norms_tried"][n], n == "zscore"))
+    assert all(m["norm"] in ("zscore", "minmax") for m in report["fold_models"])
+    with pytest.raises(EvalConfigError, match="norms must be some of"):
+        run_fit([fs], norms=("l2",))

@@ -196,7 +196,7 @@ def test_unknown_policy_lists_policies():
 
 
 def test_unknown_norm_lists_norms():
-    with pytest.raises(ConfigError, match="minmax, zscore, rank, pvalue, none"):
+    with pytest.raises(ConfigError, match="minmax, zscore, tailz, rank, pvalue, none"):
         combsum(COMB, norm="l2")
     with pytest.raises(ConfigError, match="minmax"):
         fuse("combmnz", COMB, norm="l2")

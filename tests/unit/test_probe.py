@@ -145,3 +145,54 @@ def test_a_model_file_is_read_once_per_version(tmp_path):
     os.utime(path, ns=(1, os.stat(path).st_mtime_ns + 1_000_000))  # a new version on disk
     again = load_model(path)
     assert again.name == "v2" and again.weights_for("bm25").base == 3.0
+
+
+def test_background_z_reads_the_tail_from_rank_r0():
+    from lar.probe import background_z
+
+    scores = [9.0] + [2.0] * 8 + [1.0, 3.0] * 10  # ranks 10..29 alternate 1, 3
+    mean, std = background_z(scores)
+    assert (mean, std) == (pytest.approx(2.0), pytest.approx(1.0))
+    short = [4.0, 2.0, 0.0]  # too short for a background: the whole list
+    assert background_z(short) == (pytest.approx(2.0), pytest.approx(math.sqrt(8 / 3)))
+    assert background_z([]) == (0.0, 0.0)
+    by = {it.key: it.score for it in fuse("combsum", {"r": [(f"k{i}", s) for i, s in enumerate(scores)]},
+                                          norm="tailz")}
+    assert by["k0"] == pytest.approx(7.0) and by["k9"] == pytest.approx(-1.0)
+    flat = fuse("combsum", {"r": [("a", 1.0), ("b", 1.0)]}, norm="tailz")
+    assert [it.score for it in flat] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("norm", ["evidence", "tailz", "minmax", "zscore"])
+def test_adaptive_uses_the_models_norm_and_floors_missing_keys(norm):
+    from lar.fusion import _collect, _normalise
+
+    runs = runs_with_a_standout()
+    model = FusionModel({r: RouteWeights(1.0) for r in runs}, norm=norm)
+    items, probes, weights, fits = adaptive_fusion(runs, None, model)
+    table = _collect(runs)
+    expect = {}
+    assert weights["flat"] == 0.0  # no background fit: no signal, whatever the norm
+    for r in ("dense", "bm25"):
+        if norm == "evidence":
+            vals, floor = {k: fits[r].evidence(s) for k, s in runs[r]}, 0.0
+        else:
+            vals = _normalise(table, r, norm)
+            floor = min(vals.values())
+        for key in table.cands:
+            expect[key] = expect.get(key, 0.0) + weights[r] * vals.get(key, floor)
+    assert {it.key: it.score for it in items} == pytest.approx(expect)
+    assert items[0].key == "x"
+
+
+def test_model_norm_round_trips_and_is_checked(tmp_path):
+    m = FusionModel({"bm25": RouteWeights(2.0)}, norm="tailz")
+    m.save(tmp_path / "m.json")
+    assert load_model(tmp_path / "m.json").norm == "tailz"
+    old = dict(m.to_dict())
+    del old["norm"]  # models written before norms existed read as evidence
+    assert FusionModel.from_dict(old).norm == "evidence"
+    with pytest.raises(ConfigError, match="unknown norm 'l2'"):
+        FusionModel.from_dict({**old, "norm": "l2"})
+    with pytest.raises(ConfigError, match="norm must be one of"):
+        FusionModel(norm="rank")
