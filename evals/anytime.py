@@ -5,6 +5,12 @@ timebox=tb)`` (the engine's default fusion). A row records the metrics, the mean
 percentile latency, how many layer runs the deadline cut short (``aborted_runs``, summed over
 queries and layers) and each layer's mean coverage at call time. Run it after the layers are
 built (``run_beir`` does) to see the effect of the deadline rather than of lazy building.
+
+:func:`stage_curves` shows what each stage of the cascade adds: the same curve for cumulative
+layer sets in order of cost (:data:`STAGE_TIERS`: the lexical generate layers, then static /
+structural / fuzzy, then dense, then late interaction, then the cross-encoder refine layer),
+each row labelled with its stage and layers, so the gain of a stage at a given timebox is the
+difference between its row and the previous stage's.
 """
 from __future__ import annotations
 
@@ -20,6 +26,9 @@ from .errors import EvalConfigError
 from .metrics import check_metrics, evaluate, rounded
 
 DEFAULT_TIMEBOXES: tuple[float, ...] = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5)
+# (stage name, highest layer cost_rank it adds): cumulative stages of the cascade
+STAGE_TIERS: tuple[tuple[str, int], ...] = (("lexical", 39), ("+static", 69), ("+dense", 79),
+                                            ("+late", 89), ("+rerank", 10 ** 6))
 
 
 def check_timeboxes(values: Iterable[Any] | str) -> list[float]:
@@ -92,4 +101,36 @@ def anytime_curve(eng, data: BeirData, timeboxes: Sequence[Any] = DEFAULT_TIMEBO
     return rows
 
 
-__all__ = ["DEFAULT_TIMEBOXES", "anytime_curve", "check_timeboxes"]
+def stages_of(eng, routes: Sequence[str] | None = None) -> list[tuple[str, list[str]]]:
+    """Cumulative ``(stage, layers)`` of ``routes`` (default: every layer of ``eng``) by
+    :data:`STAGE_TIERS`; a stage that adds no layer is left out."""
+    names = list(routes) if routes is not None else list(eng.layers)
+    rank = {n: getattr(eng.layers[n], "cost_rank", 50) for n in names if n in eng.layers}
+    unknown = [n for n in names if n not in rank]
+    if unknown:
+        raise EvalConfigError(f"unknown layers for the stage curves: {unknown}")
+    out: list[tuple[str, list[str]]] = []
+    done: list[str] = []
+    low = -1
+    for stage, top in STAGE_TIERS:
+        added = [n for n in names if low < rank[n] <= top]
+        low = top
+        if added:
+            done = done + added
+            out.append((stage, list(done)))
+    return out
+
+
+def stage_curves(eng, data: BeirData, timeboxes: Sequence[Any] = DEFAULT_TIMEBOXES,
+                 routes: Sequence[str] | None = None, **kw: Any) -> list[dict[str, Any]]:
+    """The anytime curve of every cumulative stage (:func:`stages_of`): rows as
+    :func:`anytime_curve`'s plus ``"stage"`` and ``"layers"``."""
+    rows = []
+    for stage, layers in stages_of(eng, routes):
+        for row in anytime_curve(eng, data, timeboxes=timeboxes, routes=layers, **kw):
+            rows.append({"stage": stage, "layers": layers, **row})
+    return rows
+
+
+__all__ = ["DEFAULT_TIMEBOXES", "STAGE_TIERS", "anytime_curve", "check_timeboxes", "stage_curves",
+           "stages_of"]

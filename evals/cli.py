@@ -79,6 +79,9 @@ def add_beir_arguments(b: argparse.ArgumentParser) -> None:
                    help="timeboxes for the anytime curve, e.g. 0.025,0.1,1")
     b.add_argument("--anytime-queries", type=_positive, default=None,
                    help="score the anytime curve on a seeded sample of this many of the queries")
+    b.add_argument("--anytime-stages", action="store_true",
+                   help="also the curve of each cumulative cascade stage (lexical, +static, +dense, +late, "
+                        "+rerank): what each stage adds")
     b.add_argument("--attribution-k", type=_positive, default=10, help="depth of miss attribution (10)")
     b.add_argument("--state", default=None, help="lar state dir (default: <corpus folder>/.lar)")
     b.add_argument("--config", type=_config, default=None, help="engine config: JSON object or file")
@@ -155,6 +158,10 @@ def format_summary(s: dict[str, Any]) -> str:
     for t in sig:
         out.append(f"significant (Holm): {t['a']} vs {t['b']} {t['metric']} {t['delta']:+.4f} "
                    f"(p_holm {t['p_holm']:.3g})")
+    for row in s.get("anytime_stages", []):
+        first = next((m for m in row if "@" in m), None)
+        out.append(f"stage {row['stage']} at {row['timebox_s']:g}s: {first} {row.get(first)}, "
+                   f"mean {row['mean_ms']} ms")
     for row in s.get("anytime", []):
         first = metrics[0]
         out.append(f"anytime {row['timebox_s']:g}s: {first} {row.get(first)}, mean {row['mean_ms']} ms, "
@@ -187,7 +194,8 @@ def run_beir_command(args: argparse.Namespace) -> int:
                        max_queries=args.max_queries, seed=args.seed, state_dir=args.state,
                        config=args.config, runs_dir=runs_dir, cache_root=args.cache_dir,
                        ext=args.ext, attribution_k=args.attribution_k, anytime=args.anytime,
-                       anytime_queries=args.anytime_queries, progress=_progress(args.quiet))
+                       anytime_queries=args.anytime_queries, anytime_stages=args.anytime_stages,
+                       progress=_progress(args.quiet))
     write_json(out, summary)
     print(format_summary(summary))
     print(f"wrote {out} and run files in {runs_dir}/")

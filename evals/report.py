@@ -32,7 +32,7 @@ __all__ = ["add_arguments", "charts", "load_summaries", "main", "overlap_pairs",
 Table = tuple[list[str], list[list[Any]], set[int]]  # headers, rows, columns whose max is bold
 _KNOWN = {"schema", "dataset", "split", "n_queries", "settings", "routes", "fusion", "default",
           "timing", "coverage", "build", "run_states", "data_report", "comparisons",
-          "attribution", "per_type", "anytime", "runs_dir"}
+          "attribution", "per_type", "anytime", "anytime_stages", "runs_dir"}
 
 
 def load_summaries(paths: list[str | Path]) -> list[dict]:
@@ -142,6 +142,7 @@ def sections(s: dict) -> list[tuple[str, list[Any]]]:
     add("Build time and coverage", _layers(s))
     add("Per query type", _per_type(s))
     add("Anytime curve", _records(s.get("anytime")))
+    add("Anytime curve per cascade stage", _records(s.get("anytime_stages")))
     comp = s.get("comparisons") or {}
     sig = comp.get("significance") or {}
     if sig:

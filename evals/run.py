@@ -281,11 +281,12 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                   runs_dir: str | Path | None = None, cache_root: str | Path | None = None,
                   ext: str = "auto", scope: Any = None, attribution_k: int = 10,
                   anytime: Sequence[float] | None = None, anytime_queries: int | None = None,
+                  anytime_stages: bool = False,
                   progress: Callable[[int, int], None] | None = None) -> BeirEvaluation:
     """Run the evaluation (see the module docstring) and keep the per-query lists."""
     import lar
 
-    from .anytime import anytime_curve, check_timeboxes
+    from .anytime import anytime_curve, check_timeboxes, stage_curves
     from .attribution import attribute
     from .compare import compare_all, per_type_breakdown
 
@@ -379,6 +380,10 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
             summary["anytime"] = anytime_curve(eng, data, timeboxes=anytime, routes=routes,
                                                metrics=metrics, k=k, qids=curve_qids, scope=scope,
                                                path_to_doc=path_to_doc)
+            if anytime_stages:
+                summary["anytime_stages"] = stage_curves(eng, data, timeboxes=anytime, routes=routes,
+                                                         metrics=metrics, k=k, qids=curve_qids,
+                                                         scope=scope, path_to_doc=path_to_doc)
         summary["runs_dir"] = None
         if runs_dir is not None:
             runs_dir = Path(runs_dir)

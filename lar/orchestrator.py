@@ -67,7 +67,8 @@ async def _run_layer(name, layer, query, scope, budget: Budget, role, candidates
         if partial:
             reason = "; ".join(x for x in (budget.notes.get("truncated")
                                            or "timebox ended; returned partial results", reason) if x)
-        run = LayerRun(name, state, reason, len(hits), time.monotonic() - t0, budget.coverage, role, query)
+        run = LayerRun(name, state, reason, len(hits), time.monotonic() - t0, budget.coverage, role, query,
+                       probe=budget.notes.get("probe"))  # a layer's own probe features (e.g. hubness)
         return _Outcome(name, role, hits, run, time.monotonic())
     except asyncio.CancelledError:
         hits = [h for h in budget.offered if name in h.signals]
@@ -254,7 +255,7 @@ async def orchestrate(
     hits = [with_probe(merged_hit(by_key[it.key], dict(it.ranks)), fits) for it in fused]
     for name, probe in probes.items():
         if name in runs:
-            info = probe.to_dict()
+            info = {**(runs[name].probe or {}), **probe.to_dict()}
             if name in weights:
                 info["weight"] = round(weights[name], 4)
             runs[name] = dataclasses.replace(runs[name], probe=info)

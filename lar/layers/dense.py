@@ -9,6 +9,11 @@ local Model2Vec folder via ``static_model``): no transformer at all, ~100x cheap
 Vectors are stored as float16 in a ``ChunkVectorStore`` (an append-only memory-mapped pack plus
 a SQLite row table, checksummed) and searched exactly (blocks of rows, abortable between blocks).
 Query: free text (no re-indexing options); the hit span is the chunk.
+
+Every hit's evidence carries its ``cosine`` and its ``hubness`` (:mod:`lar.vectors.hubness`: the
+mean cosine of the chunk to its nearest chunks in a sample of the index); option ``hubness``
+(weight ``w``, default 0) ranks by ``cosine - w * hubness`` instead, over three times as many
+candidates, so chunks that are near everything are discounted.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import numpy as np
 from ..errors import ConfigError, LarError, QueryError
 from ..layer import Budget, Candidate, LayerContext, ScopeView, Unit
 from ..types import Hit, Span
+from ..vectors.hubness import DEFAULT_K, DEFAULT_SIZE, ReferenceCache, hubness
 from .embedding_base import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
 
 STATIC_CHUNK_BYTES = 1200
@@ -35,14 +41,28 @@ def parse_text_query(query: Any, layer: str) -> str:
 class ChunkVectorLayer(EmbeddingLayer):
     """Shared search/storage of the chunk-vector layers; subclasses encode."""
 
-    defaults = {"model": None, "device": None, "max_unit_bytes": DEFAULT_MAX_UNIT_BYTES}
+    defaults = {"model": None, "device": None, "max_unit_bytes": DEFAULT_MAX_UNIT_BYTES,
+                "hubness": 0.0, "hubness_k": DEFAULT_K, "hubness_sample": DEFAULT_SIZE}
     score_kind = "cosine"
+
+    @classmethod
+    def check_options(cls, opts: dict[str, Any]) -> None:
+        super().check_options(opts)
+        w = opts.get("hubness", 0.0)
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0.0 <= w <= 4.0:
+            raise ConfigError(f"layer {cls.name!r}: hubness (the weight of the hubness discount) "
+                              f"must be a number in [0, 4]; got {w!r}")
+        for key in ("hubness_k", "hubness_sample"):
+            v = opts.get(key, 1)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"layer {cls.name!r}: {key} must be a positive integer; got {v!r}")
 
     def __init__(self, ctx: LayerContext):
         super().__init__(ctx)
         self._model_id = "none"
         self._store = None
         self._lock = threading.RLock()  # store -> dim -> encoder re-enter it
+        self._hub_ref = ReferenceCache(int(self.options["hubness_sample"]))
         self._resolve()
 
     def _resolve(self) -> None:  # sets self._model_id or self._problem
@@ -102,7 +122,8 @@ class ChunkVectorLayer(EmbeddingLayer):
             budget.set_coverage(processed / len(paths))
             return []
         q = self.encode_query(text)
-        found = self.store.search(q, ok, budget.pool, should_stop=budget.expired)
+        weight = float(self.options["hubness"])
+        found = self.store.search(q, ok, budget.pool * (3 if weight > 0 else 1), should_stop=budget.expired)
         results, fraction = found.hits, found.fraction
         bad = [h for h, _ in self.store.problems() if h in ok]
         if bad:
@@ -111,13 +132,43 @@ class ChunkVectorLayer(EmbeddingLayer):
         budget.set_coverage((processed - len(ok) * (1.0 - fraction)) / len(paths))
         if fraction < 1.0:
             budget.notes["partial"] = True
+        hubs = self._hubness(results, ok, budget)
+        scored = [(h, s, e, score - weight * hub, score, hub) for (h, s, e, score), hub in zip(results, hubs)]
+        if weight > 0:
+            scored.sort(key=lambda r: -r[3])
+        kind = f"{self.score_kind} ({self._model_id})"
+        if weight > 0:
+            kind = f"{self.score_kind} - {weight:g} x hubness ({self._model_id})"
         hits = []
-        for h, s, e, score in results:
+        for h, s, e, score, cosine, hub in scored[:budget.pool]:
             hits.append(Hit.single(self.name, Span(h, int(s), int(e)), rank=len(hits) + 1,
-                                   score=float(score), score_kind=f"{self.score_kind} ({self._model_id})",
-                                   query=text))
+                                   score=float(score), score_kind=kind, query=text,
+                                   details={"cosine": round(float(cosine), 6), "hubness": round(float(hub), 6)}))
+        kept = np.array([h.evidence[self.name].details["hubness"] for h in hits] or [0.0])
+        budget.notes["probe"] = {"hubness_mean": round(float(kept.mean()), 4),
+                                 "hubness_max": round(float(kept.max()), 4),
+                                 "hubness_weight": weight, "hubness_k": int(self.options["hubness_k"]),
+                                 "hubness_reference": self._hub_ref.size_of_last()}
         budget.offer(hits)
         return hits
+
+    def _hubness(self, results, ok, budget: Budget) -> np.ndarray:
+        """Each result chunk's hubness against a sample of the searched units' chunks
+        (:mod:`lar.vectors.hubness`)."""
+        if not results:
+            return np.zeros(0)
+        ref = self._hub_ref.get(self.store, ok)
+        m = self.store.matrix(sorted({h for h, *_ in results}))
+        row = {(m.owners[int(u)], int(a), int(b)): i
+               for i, (u, (a, b)) in enumerate(zip(m.unit_index, m.spans.tolist()))}
+        idx = [row.get((h, int(s), int(e)), -1) for h, s, e, _ in results]
+        vecs = np.zeros((len(results), self.dim()), dtype=np.float32)
+        have = [i for i, j in enumerate(idx) if j >= 0]
+        if have:
+            vecs[have] = np.asarray(m.vectors, dtype=np.float32)[[idx[i] for i in have]]
+        out = hubness(vecs, ref, int(self.options["hubness_k"]))
+        out[[i for i, j in enumerate(idx) if j < 0]] = 0.0
+        return out
 
 
 class DenseLayer(ChunkVectorLayer):

@@ -119,6 +119,27 @@ def test_anytime_curve_directly(evaluation):
     assert rows[1]["ndcg@10"] > 0.5  # file paths read back from the engine's folder
 
 
+def test_stage_curves_are_cumulative_by_cost_and_match_the_plain_curve(evaluation):
+    from evals.anytime import anytime_curve, stage_curves, stages_of
+
+    data, ev, _ = evaluation
+    eng = lar.open(ev.root, state=ev.summary["settings"]["state_dir"])
+    try:
+        stages = stages_of(eng, ["bm25", "grep", "names", "trigram"])
+        assert stages == [("lexical", ["bm25", "grep", "names", "trigram"])]
+        full = stages_of(eng, ["late", "grep", "static", "dense"])
+        assert full == [("lexical", ["grep"]), ("+static", ["grep", "static"]),
+                        ("+dense", ["grep", "static", "dense"]), ("+late", ["grep", "static", "dense", "late"])]
+        rows = stage_curves(eng, data, timeboxes=[2.0], routes=["grep", "bm25"], k=20)
+        plain = anytime_curve(eng, data, timeboxes=[2.0], routes=["grep", "bm25"], k=20)
+        with pytest.raises(EvalConfigError, match="unknown layers"):
+            stages_of(eng, ["nope"])
+    finally:
+        eng.close()
+    assert [(r["stage"], r["layers"]) for r in rows] == [("lexical", ["grep", "bm25"])]
+    assert rows[0]["ndcg@10"] == pytest.approx(plain[0]["ndcg@10"])  # grep + bm25: deterministic
+
+
 def test_anytime_curve_on_a_sample_of_the_queries(beir_dir, tmp_path):
     import random
 

@@ -189,3 +189,24 @@ def test_a_local_colbert_checkpoint_runs_beside_minilm_late(corpus, tmp_path):
         toks = top.evidence["late-colbert"].details["tokens"]
         assert abs(sum(t["contrib"] for t in toks) - top.evidence["late-colbert"].score) < 1e-3
         assert {r.name: r.state.value for r in res.runs}["late-colbert"] == "ran"
+
+
+def test_dense_hits_carry_hubness_and_the_discount_reorders(built, corpus, tmp_path):
+    res = _search(built, FUSION_QUERY, "dense")
+    hits = [h for h in res.hits if "dense" in h.signals]
+    ev = [h.evidence["dense"] for h in hits]
+    assert all(0.0 <= e.details["hubness"] <= 1.0 and e.details["cosine"] == pytest.approx(e.score, abs=1e-6)
+               for e in ev)
+    run = {r.name: r for r in res.runs}["dense"]
+    assert run.probe["hubness_weight"] == 0.0 and run.probe["hubness_reference"] >= 5
+    assert 0.0 < run.probe["hubness_mean"] <= run.probe["hubness_max"] <= 1.0
+    assert run.probe["hubness_max"] >= max(e.details["hubness"] for e in ev) - 1e-4
+    assert "top_evidence" in run.probe or not run.probe.get("usable", True)  # fusion's probe kept beside it
+    with lar.open(corpus, state=built.state_dir, config={"dense_hubness": 1.0}) as eng:
+        res2 = eng.search(FUSION_QUERY, timebox=30, layers=["dense"], k=5)
+    ev2 = [h.evidence["dense"] for h in res2.hits if "dense" in h.signals]
+    assert all(e.score == pytest.approx(e.details["cosine"] - e.details["hubness"], abs=1e-5) for e in ev2)
+    assert [e.score for e in ev2] == sorted((e.score for e in ev2), reverse=True)
+    assert "hubness" in ev2[0].score_kind
+    with pytest.raises(ConfigError, match="hubness"):
+        lar.open(corpus, state=tmp_path / "s5", config={"dense_hubness": -1})
