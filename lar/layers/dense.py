@@ -132,7 +132,10 @@ class ChunkVectorLayer(EmbeddingLayer):
         budget.set_coverage((processed - len(ok) * (1.0 - fraction)) / len(paths))
         if fraction < 1.0:
             budget.notes["partial"] = True
-        hubs = self._hubness(results, ok, budget)
+        # the hubness probe needs a reference sample (built once per set of units): skipped,
+        # as zeros, when the deadline has already passed
+        timed_out = bool(results) and budget.expired()
+        hubs = np.zeros(len(results)) if timed_out else self._hubness(results, ok)
         scored = [(h, s, e, score - weight * hub, score, hub) for (h, s, e, score), hub in zip(results, hubs)]
         if weight > 0:
             scored.sort(key=lambda r: -r[3])
@@ -148,11 +151,11 @@ class ChunkVectorLayer(EmbeddingLayer):
         budget.notes["probe"] = {"hubness_mean": round(float(kept.mean()), 4),
                                  "hubness_max": round(float(kept.max()), 4),
                                  "hubness_weight": weight, "hubness_k": int(self.options["hubness_k"]),
-                                 "hubness_reference": self._hub_ref.size_of_last()}
+                                 "hubness_reference": 0 if timed_out else self._hub_ref.size_of_last()}
         budget.offer(hits)
         return hits
 
-    def _hubness(self, results, ok, budget: Budget) -> np.ndarray:
+    def _hubness(self, results, ok) -> np.ndarray:
         """Each result chunk's hubness against a sample of the searched units' chunks
         (:mod:`lar.vectors.hubness`)."""
         if not results:
