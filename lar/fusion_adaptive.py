@@ -188,9 +188,8 @@ def route_values(runs: Mapping[str, Any], fits: Mapping[str, Any], norm: str = "
     if not usable:
         return out
     table = _collect(usable)
-    zname = "zscore" if norm == "zscore" else norm
     for route in usable:
-        vals = _normalise(table, route, zname)
+        vals = _normalise(table, route, norm)
         out[route] = (vals, min(vals.values()) if vals else 0.0)
     return out
 
