@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from report_io import write_results
+
 
 def run_weight(args, w: float, out: Path) -> Path:
     done = out.parent / f"{out.stem}-runs" / "route-dense.trec"
@@ -68,16 +70,13 @@ def main() -> None:
     result = {"dataset": name, "split": args.split, "n_queries": len(qrels.qrels), "weights": weights,
               "scores": table, "p_vs_w0": tests,
               "settings": {"routes": ["dense"], "hubness_k": 5, "hubness_sample": 4096}}
-    out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [f"# Hubness discount on the dense route: {name} {args.split} ({len(qrels.qrels)} queries)", "",
              "| weight | nDCG@10 | Recall@10 | p vs 0 (nDCG@10) |", "|---|---|---|---|"]
     for r in runs:
         p = tests.get(r.name, {}).get("ndcg@10")
         lines.append(f"| {r.name} | {table[r.name]['ndcg@10']} | {table[r.name]['recall@10']} | "
                      f"{'' if p is None else f'{p:.3g}'} |")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, result, lines)
 
 
 if __name__ == "__main__":

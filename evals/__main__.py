@@ -1,6 +1,11 @@
 """``python -m evals ...``: the evaluation harness's command line (see ``evals.cli``)."""
+import faulthandler
 import sys
 
 from .cli import main
 
+# Long harness runs have ended with a native abort at interpreter exit, after their results were
+# written ("FATAL: exception not rethrown"); this prints every thread's Python stack when that
+# happens, so the thread behind it can be found.
+faulthandler.enable()
 sys.exit(main())

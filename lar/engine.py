@@ -219,6 +219,15 @@ class Engine(Recording):
             with self._changed_lock:
                 self._changed.extend(paths)
 
+    def _partial_guard(self) -> bool:
+        """config ``fusion_partial``: ``"guard"`` (default: a run the timebox cut short weighs by
+        how much of the finished lists it scored, :func:`lar.fusion.partial_factors`) or
+        ``"keep"`` (it weighs like a finished one)."""
+        mode = self.config.get("fusion_partial", "guard")
+        if mode not in ("guard", "keep"):
+            raise ConfigError(f"config 'fusion_partial' must be 'guard' or 'keep', got {mode!r}")
+        return mode == "guard"
+
     def _maybe_rescan(self) -> None:
         stale = time.monotonic() - self._last_scan_at > self.refresh_interval
         busy = self._scan_future is not None and not self._scan_future.done()
@@ -353,7 +362,8 @@ class Engine(Recording):
             out = await orchestrate(query, chosen, view, timebox=tb - (time.monotonic() - t_call),
                                     k=k, emphasis=emphasis, fusion=fusion, rrf_c=rrf_c,
                                     strict=strict, skipped=skipped, prepare=prepare,
-                                    fusion_model=self.config.get("fusion_model"))
+                                    fusion_model=self.config.get("fusion_model"),
+                                    partial_guard=self._partial_guard())
         finally:
             with self._active_lock:
                 self._active -= 1

@@ -40,6 +40,8 @@ POLICIES: tuple[str, ...] = ("route-unique", "rrf", "combsum", "combmnz", "adapt
 NORMS: tuple[str, ...] = ("minmax", "zscore", "tailz", "rank", "pvalue", "none")
 SLOTS: tuple[str, ...] = ("core", "route-unique", "fill")
 DEFAULT_C = 60.0
+# how many leading keys of each finished route a cut-short route is checked against
+PARTIAL_DEPTH = 10
 # the engine's policy when a search names none (config "fusion" overrides it); chosen by the
 # evaluation harness on the development splits (benchmarks/results/, README "Fusion and probing")
 DEFAULT_POLICY = "adaptive"
@@ -274,10 +276,27 @@ def combmnz(runs: Runs, k: int | None = None, norm: str = "minmax") -> list[Fuse
     return _comb(runs, k, norm, mnz=True)
 
 
-def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEFAULT_C):
+def partial_factors(runs: Runs, partial, depth: int = PARTIAL_DEPTH) -> dict[str, float]:
+    """For each route in ``partial`` (cut short by the timebox), the share of the complete routes'
+    leading keys (the union of their first ``depth``) that it scored: 1 when its partial list
+    covers what the finished routes rank first (it reranked the right pool), near 0 when it
+    scanned elsewhere. With no complete route to compare against, 1."""
+    partial = [r for r in partial if r in runs]
+    top = {key for r, items in runs.items() if r not in partial for key, _ in items[:depth]}
+    if not top:
+        return {r: 1.0 for r in partial}
+    return {r: len(top.intersection(key for key, _ in runs[r])) / len(top) for r in partial}
+
+
+def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEFAULT_C,
+                    partial=()):
     """Query-adaptive fusion (see :mod:`lar.fusion_adaptive`). Returns ``(items, probes,
     weights, fits)``: the fused items, each route's :class:`lar.probe.RouteProbe`, its weight
-    and its background fit (None when it has none)."""
+    and its background fit (None when it has none).
+
+    ``partial`` names routes the timebox cut short: each one's weight is multiplied by
+    :func:`partial_factors` (how much of the finished routes' leading candidates it scored), so
+    that a half-done scan of the wrong units does not outvote the complete lists."""
     from .fusion_adaptive import load_model, probe_runs, route_values
 
     k = _check_k(k)
@@ -287,6 +306,8 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     probes, fits = probe_runs(dedup)
     values = route_values(dedup, fits, model.norm)
     weights = {r: model.weights_for(r).weight(probes[r]) for r in table.routes}
+    for r, f in partial_factors(dedup, partial).items():
+        weights[r] *= f
     if not any(w > 0 for w in weights.values()):
         return rrf(runs, k, c), probes, weights, fits
     live = [(r, weights[r], *values[r]) for r in table.routes if weights[r] > 0 and r in values]
@@ -349,6 +370,7 @@ __all__ = [
     "Key",
     "adaptive",
     "adaptive_fusion",
+    "partial_factors",
     "Runs",
     "combmnz",
     "combsum",

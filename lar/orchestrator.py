@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from .errors import ConfigError, LarError, LayerFailedError
-from .fusion import POLICIES, adaptive_fusion, fuse
+from .fusion import POLICIES, adaptive_fusion, fuse, partial_factors
 from .fusion_adaptive import probe_runs, with_probe
 from .layer import Budget, Candidate, ScopeView
 from .merge import group_hits, merged_hit, runs_for_fusion
@@ -121,6 +121,7 @@ async def orchestrate(
     skipped: Sequence[LayerRun] = (),
     prepare=None,
     fusion_model: Any = None,
+    partial_guard: bool = True,
 ) -> dict[str, Any]:
     t0 = time.monotonic()
     deadline = t0 + timebox
@@ -243,11 +244,15 @@ async def orchestrate(
             raise LayerFailedError("; ".join(r.reason for r in failed))
 
     groups = group_hits(per_layer)
-    fused, probes, weights, fits = [], {}, {}, {}
+    fused, probes, weights, fits, cut_factors = [], {}, {}, {}, {}
     if groups:
         fruns = runs_for_fusion(groups, per_layer)
         if fusion == "adaptive":
-            fused, probes, weights, fits = adaptive_fusion(fruns, k=k, model=fusion_model, c=rrf_c)
+            # a run the timebox cut short weighs by how much of the finished lists it scored
+            cut = [n for n in fruns if n in runs and runs[n].state is RunState.ABORTED] if partial_guard else []
+            cut_factors = partial_factors(fruns, cut)
+            fused, probes, weights, fits = adaptive_fusion(fruns, k=k, model=fusion_model, c=rrf_c,
+                                                           partial=cut)
         else:
             fused = fuse(fusion, fruns, k=k, c=rrf_c)
             probes, fits = probe_runs(fruns)
@@ -258,6 +263,8 @@ async def orchestrate(
             info = {**(runs[name].probe or {}), **probe.to_dict()}
             if name in weights:
                 info["weight"] = round(weights[name], 4)
+            if name in cut_factors:
+                info["partial_factor"] = round(cut_factors[name], 4)
             runs[name] = dataclasses.replace(runs[name], probe=info)
     order = [n for n, _ in layers]
     ordered_runs = [runs[n] for n in order if n in runs] + [r for n, r in runs.items() if n not in order]

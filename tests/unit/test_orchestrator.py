@@ -76,6 +76,21 @@ def test_call_returns_at_the_deadline_with_what_is_done(fakes, corpus, tmp_path)
     assert runs["partial"].contributions >= 2  # what it had offered before the deadline
     assert "offered" in runs["partial"].reason
     assert any("grep" in h.signals for h in res.hits)
+    # the cut-short run's weight in the default fusion is scaled by how much it scored of the
+    # finished lists' leading units (lar.fusion.partial_factors); finished runs get no factor
+    assert 0.0 <= runs["partial"].probe["partial_factor"] <= 1.0
+    assert "partial_factor" not in (runs["grep"].probe or {})
+
+
+def test_fusion_partial_mode_is_checked_and_keep_leaves_cut_runs_alone(fakes, corpus, tmp_path):
+    with lar.open(corpus, state=tmp_path / "s", config={"fusion_partial": "maybe"}) as eng:
+        with pytest.raises(lar.ConfigError, match="'guard' or 'keep'"):
+            eng.search("parse_deadline", timebox=2)
+    with lar.open(corpus, state=tmp_path / "s", config={"fusion_partial": "keep"}) as eng:
+        res = eng.search("parse_deadline", timebox=0.3)
+    runs = {r.name: r for r in res.runs}
+    assert runs["partial"].state.value == "aborted" and runs["partial"].contributions >= 2
+    assert "partial_factor" not in (runs["partial"].probe or {})
 
 
 def test_null_result_is_distinguishable_from_not_running(fakes, engine):

@@ -196,3 +196,35 @@ def test_model_norm_round_trips_and_is_checked(tmp_path):
         FusionModel.from_dict({**old, "norm": "l2"})
     with pytest.raises(ConfigError, match="norm must be one of"):
         FusionModel(norm="rank")
+
+
+def test_partial_factors_measure_how_much_of_the_finished_lists_a_cut_run_scored():
+    from lar.fusion import partial_factors
+
+    runs = {"a": [("x", 3.0), ("y", 2.0)], "b": [("y", 1.0), ("z", 0.5)],
+            "late": [("x", 9.0), ("q", 8.0)]}
+    assert partial_factors(runs, ["late"], depth=1) == {"late": 0.5}  # leading {x, y}: x scored
+    assert partial_factors(runs, ["late"]) == {"late": pytest.approx(1 / 3)}  # {x, y, z}
+    assert partial_factors(runs, ["late", "missing"]) == {"late": pytest.approx(1 / 3)}
+    assert partial_factors({"late": [("x", 1.0)]}, ["late"]) == {"late": 1.0}  # nothing to compare
+    assert partial_factors(runs, []) == {}
+
+
+def test_a_cut_run_that_scanned_elsewhere_does_not_outvote_the_finished_ones():
+    runs = runs_with_a_standout()
+    model = FusionModel({"dense": RouteWeights(1.0), "bm25": RouteWeights(1.0),
+                         "late": RouteWeights(1.0)})
+    # a cut-short late list over units no finished route ranks first, with a strong standout
+    late = [("elsewhere", 50.0)] + [(f"e{i}", 5.0 - 0.5 * math.log(i)) for i in range(1, 60)]
+    with_late = {**runs, "late": late}
+    kept, _, w_kept, _ = adaptive_fusion(with_late, k=3, model=model)
+    assert kept[0].key == "elsewhere" and w_kept["late"] == 1.0
+    guarded, _, w_guard, _ = adaptive_fusion(with_late, k=3, model=model, partial=["late"])
+    assert w_guard["late"] == 0.0
+    alone, _, _, _ = adaptive_fusion(runs, k=3, model=model)
+    assert [it.key for it in guarded] == [it.key for it in alone]
+    # the same list over the finished routes' leading units keeps part of its weight
+    over = [(key, s) for key, s in late[1:]] + [(key, 1.0) for key, _ in runs["dense"][:5]]
+    _, _, w_over, _ = adaptive_fusion({**runs, "late": over}, k=3, model=model, partial=["late"])
+    top = {key for r in ("dense", "flat", "bm25") for key, _ in runs[r][:10]}
+    assert w_over["late"] == pytest.approx(5 / len(top))
