@@ -100,11 +100,19 @@ def _tokens(text: Any) -> int | None:
     return count_tokens(text if isinstance(text, str) else str(text))
 
 
+# records queued before the writer stops deferring to searches; seconds close() waits for the rest
+DEFER_BACKLOG = 16
+CLOSE_TIMEOUT = 30.0
+
+
 class CallLog:
     """One row per call. ``follow_up_window``: seconds within which a later search (or run_tool)
     in the same session counts as a follow-up turn of an earlier call. ``idle``: an event set
     while no search runs (the engine's); the writer waits for it, at most ``max_defer`` seconds
-    per record, so tokenising happens between calls rather than during them."""
+    per record, so tokenising happens between calls rather than during them. It stops waiting
+    once :data:`DEFER_BACKLOG` records are queued: back-to-back searches (a batch, a harness run)
+    never leave the engine idle, and deferring every record would let the queue grow without
+    bound and leave it unwritten at close."""
 
     def __init__(self, path: str | os.PathLike, *, follow_up_window: float = FOLLOW_UP_WINDOW,
                  idle: threading.Event | None = None, max_defer: float = 5.0):
@@ -116,6 +124,8 @@ class CallLog:
         self._idle, self._max_defer = idle, float(max_defer)
         self.write_errors = 0
         self.last_error: str | None = None
+        self.dropped = 0  # records still queued when close() ran out of time (then 0 normally)
+        self._abandon = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path), timeout=10.0, check_same_thread=False,
@@ -169,7 +179,10 @@ class CallLog:
             try:
                 if item is None:
                     return
-                if self._idle is not None and not self._closed:
+                if self._abandon:  # close() gave up waiting: count the rest, write nothing
+                    self.dropped += 1
+                    continue
+                if self._idle is not None and not self._closed and self._q.qsize() < DEFER_BACKLOG:
                     self._idle.wait(self._max_defer)
                 self._write(item)
             except Exception as exc:  # telemetry never breaks a call; the summary reports it
@@ -249,10 +262,17 @@ class CallLog:
     def close(self) -> None:
         if self._closed:
             return
-        self._closed = True
+        self._closed = True  # the writer stops deferring: the queue drains at full speed
         if self._thread is not None:
             self._q.put(None)
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=CLOSE_TIMEOUT)
+            if self._thread.is_alive():  # still busy: drop the rest rather than leave a thread
+                self._abandon = True   # writing (and tokenising) past the interpreter's exit
+                self._thread.join(timeout=CLOSE_TIMEOUT)
+            if self.dropped:
+                self.write_errors += self.dropped
+                self.last_error = (f"{self.dropped} calls were still queued after {CLOSE_TIMEOUT:g} s "
+                                   "at close and were not written")
         with self._lock:
             self._db.close()
 

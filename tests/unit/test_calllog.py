@@ -125,3 +125,46 @@ def test_call_log_can_be_switched_off_and_the_cli_prints_it(corpus, tmp_path, ca
     assert "lar call log (1 session(s)): 2 calls" in capsys.readouterr().out
     assert main(["calls", "--root", str(corpus), "--state", str(tmp_path / "none")]) == 2
     assert "no call log" in capsys.readouterr().err
+
+
+def _rows(path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(str(path)) as db:
+        return db.execute("SELECT count(*) FROM calls").fetchone()[0]
+
+
+def test_back_to_back_searches_do_not_let_the_queue_grow_and_close_writes_it_all(tmp_path):
+    import threading
+    import time
+
+    busy = threading.Event()  # never set: a search is always running, as in a harness run
+    log = CallLog(tmp_path / "calls.sqlite", idle=busy, max_defer=5.0)
+    for i in range(40):
+        log.record("search", session="s", view_tokens=3, raw_tokens=5)
+    time.sleep(2.0)  # deferring every record would have written none by now
+    assert _rows(tmp_path / "calls.sqlite") >= 40 - calllog.DEFER_BACKLOG
+    log.close()  # the rest go out at once: no deferral once closed
+    assert _rows(tmp_path / "calls.sqlite") == 40
+    assert log.dropped == 0 and log.write_errors == 0 and not log._thread.is_alive()
+
+
+def test_close_gives_up_on_a_slow_backlog_and_says_so(tmp_path, monkeypatch):
+    import time
+
+    monkeypatch.setattr(calllog, "CLOSE_TIMEOUT", 0.3)
+    log = CallLog(tmp_path / "calls.sqlite")
+
+    def slow_text():
+        time.sleep(0.05)
+        return "some text"
+
+    for i in range(60):
+        log.record("search", session="s", view_text=slow_text)
+    t0 = time.monotonic()
+    log.close()
+    assert time.monotonic() - t0 < 2.0
+    assert not log._thread.is_alive()  # no writer left running into the interpreter's exit
+    written = _rows(tmp_path / "calls.sqlite")
+    assert log.dropped > 0 and written + log.dropped == 60
+    assert log.write_errors == log.dropped and "were not written" in log.last_error
