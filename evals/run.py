@@ -308,7 +308,9 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
         check_trec_ids(qids, "query")
         check_trec_ids(data.corpus, "document")
     root, path_to_doc = materialise(data, cache_root, ext)
-    eng = lar.open(root, state=state_dir, config=config)
+    # the harness's searches are not an agent's calls: no call log (its writer would tokenise
+    # every result beside the timed searches); config={"call_log": True} keeps it
+    eng = lar.open(root, state=state_dir, config={"call_log": False, **dict(config or {})})
     try:
         routes = resolve_routes(eng, routes)
         order = fusion_order(eng, routes)
