@@ -155,6 +155,25 @@ def late_scores(enc, qidx) -> np.ndarray:
     return S
 
 
+def ndcg_at_10(data, qids: list[str], dids: list[str]):
+    """A function: (queries x documents) scores -> each query's nDCG@10 against ``data.qrels``."""
+    didx = {d: i for i, d in enumerate(dids)}
+    G = np.zeros((len(qids), len(dids)))
+    for i, q in enumerate(qids):
+        for d, g in data.qrels[q].items():
+            if d in didx:
+                G[i, didx[d]] = g
+    disc = 1 / np.log2(np.arange(2, 12))
+    idcg = np.array([((2 ** np.sort(g)[::-1][:10] - 1) * disc).sum() for g in G])
+
+    def ndcg(S: np.ndarray) -> np.ndarray:
+        top = np.argpartition(-S, 10, axis=1)[:, :10]
+        top = np.take_along_axis(top, np.argsort(-np.take_along_axis(S, top, 1), 1), 1)
+        return ((2 ** np.take_along_axis(G, top, 1) - 1) * disc).sum(1) / idcg
+
+    return ndcg
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
@@ -172,20 +191,9 @@ def main() -> None:
     data = load_beir(bench, args.split)
     enc = encode(bench, Path(args.work))
     dids = [str(d) for d in enc["dids"]]
-    didx = {d: i for i, d in enumerate(dids)}
     qidx = [i for i, q in enumerate(enc["qids"]) if data.qrels.get(str(q))]
     qids = [str(enc["qids"][i]) for i in qidx]
-    G = np.zeros((len(qids), len(dids)))
-    for i, q in enumerate(qids):
-        for d, g in data.qrels[q].items():
-            if d in didx:
-                G[i, didx[d]] = g
-    disc = 1 / np.log2(np.arange(2, 12))
-    idcg = np.array([((2 ** np.sort(g)[::-1][:10] - 1) * disc).sum() for g in G])
-
-    def ndcg(S: np.ndarray) -> np.ndarray:
-        top = np.argsort(-S, axis=1)[:, :10]
-        return ((2 ** np.take_along_axis(G, top, 1) - 1) * disc).sum(1) / idcg
+    ndcg = ndcg_at_10(data, qids, dids)
 
     def z(S: np.ndarray) -> np.ndarray:
         return (S - S.mean(1, keepdims=True)) / (S.std(1, keepdims=True) + 1e-12)
