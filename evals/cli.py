@@ -89,6 +89,9 @@ def add_beir_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--ext", default="auto", help="file extension of the documents: auto, .txt, .py, ...")
     b.add_argument("--out", default=None, help="JSON summary (default: evals-<dataset>-<split>.json)")
     b.add_argument("--runs-dir", default=None, help="TREC run files (default: <out>-runs/)")
+    b.add_argument("--checkpoint", default=None,
+                   help="JSONL file each finished query is appended to; rerun with the same file and "
+                        "settings to resume after a stop (finished queries are not searched again)")
     b.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -195,7 +198,7 @@ def run_beir_command(args: argparse.Namespace) -> int:
                        config=args.config, runs_dir=runs_dir, cache_root=args.cache_dir,
                        ext=args.ext, attribution_k=args.attribution_k, anytime=args.anytime,
                        anytime_queries=args.anytime_queries, anytime_stages=args.anytime_stages,
-                       progress=_progress(args.quiet))
+                       checkpoint=args.checkpoint, progress=_progress(args.quiet))
     write_json(out, summary)
     print(format_summary(summary))
     print(f"wrote {out} and run files in {runs_dir}/")

@@ -281,9 +281,11 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                   runs_dir: str | Path | None = None, cache_root: str | Path | None = None,
                   ext: str = "auto", scope: Any = None, attribution_k: int = 10,
                   anytime: Sequence[float] | None = None, anytime_queries: int | None = None,
-                  anytime_stages: bool = False,
+                  anytime_stages: bool = False, checkpoint: str | Path | None = None,
                   progress: Callable[[int, int], None] | None = None) -> BeirEvaluation:
-    """Run the evaluation (see the module docstring) and keep the per-query lists."""
+    """Run the evaluation (see the module docstring) and keep the per-query lists.
+    ``checkpoint``: a JSONL file each finished query is appended to; a rerun with the same file
+    and settings skips the queries it holds (:mod:`evals.checkpoint`)."""
     import lar
 
     from .anytime import anytime_curve, check_timeboxes, stage_curves
@@ -321,15 +323,28 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                             root=root, path_to_doc=path_to_doc)
         times: dict[str, list[float]] = {}
         route_states, default_states = [], []
+        ckpt = None
+        if checkpoint is not None:
+            from .checkpoint import Checkpoint
+
+            ckpt = Checkpoint(checkpoint, data.name, data.split, {
+                "routes": routes, "fusion": fusion, "rrf_c": float(rrf_c), "k": k,
+                "attribution_k": attribution_k, "timebox": timebox, "max_queries": max_queries,
+                "seed": seed, "scope": None if scope is None else str(scope),
+                "config": dict(config or {})})
         for i, qid in enumerate(qids):
             text = data.queries[qid]["text"]
-            if text.strip():
+            if ckpt is not None and qid in ckpt.done:
+                got = ckpt.done[qid]
+            elif text.strip():
                 got = run_query(eng, text, routes=routes, order=order, fusion=fusion, k=k,
                                 attribution_k=attribution_k, rrf_c=rrf_c, timebox=timebox,
                                 scope=scope, path_to_doc=path_to_doc)
             else:  # an empty query retrieves nothing (and scores 0)
                 got = {"rankings": {}, "top": {}, "pools": {}, "times": {}, "states": {},
                        "default_states": {}}
+            if ckpt is not None and qid not in ckpt.done:
+                ckpt.add(qid, got)
             ev.scored[qid] = got.get("scored", {})
             for part in ("rankings", "top", "pools"):
                 store = getattr(ev, part)
@@ -341,6 +356,9 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
             default_states.append(got["default_states"])
             if progress is not None:
                 progress(i + 1, len(qids))
+        if ckpt is not None:
+            ckpt.close()
+            resumed = len(ckpt.resumed)
         labels = [f"route:{r}" for r in routes] + [f"fusion:{p}" for p in fusion] + ["default"]
         scores: dict[str, dict[str, float]] = {}
         for label in labels:
@@ -356,7 +374,9 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                          "timebox": timebox, "build_timebox": build_timebox, "metrics": metrics,
                          "max_queries": max_queries, "seed": seed, "attribution_k": attribution_k,
                          "scope": scope, "corpus_root": str(root), "state_dir": str(eng.state_dir),
-                         "lar_version": getattr(lar, "__version__", None)},
+                         "lar_version": getattr(lar, "__version__", None),
+                         "checkpoint": None if ckpt is None else str(ckpt.path),
+                         "resumed_queries": 0 if ckpt is None else resumed},
             "routes": {r: rounded(scores[f"route:{r}"]) for r in routes},
             "fusion": {p: rounded(scores[f"fusion:{p}"]) for p in fusion},
             "default": rounded(scores["default"]),

@@ -23,9 +23,6 @@ def test_summary_schema(evaluation):
         assert key in s, key
     assert s["schema"] == 1 and s["dataset"] == "tiny" and s["split"] == "test"
     assert s["n_queries"] == 5
-    # the harness keeps no call log (its searches are not an agent's calls)
-    from pathlib import Path
-    assert not (Path(s["settings"]["state_dir"]) / "calls.sqlite").exists()
     assert s["settings"]["routes"] == sorted(ROUTES)  # engine order
     assert set(s["routes"]) == set(ROUTES)
     assert list(s["fusion"]) == ["rrf", "route-unique", "combsum", "combmnz"]
