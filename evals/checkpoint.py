@@ -39,11 +39,11 @@ class Checkpoint:
         self._fh = open(self.path, "a", encoding="utf-8")
 
     def _load(self, header: dict[str, Any]) -> None:
-        with open(self.path, encoding="utf-8") as fh:
-            lines = fh.read().split("\n")
         try:
+            with open(self.path, encoding="utf-8") as fh:
+                lines = fh.read().split("\n")
             got = json.loads(lines[0])
-        except json.JSONDecodeError:
+        except (UnicodeDecodeError, json.JSONDecodeError):
             got = None
         if not isinstance(got, dict) or got.get("kind") != KIND:
             raise EvalConfigError(f"{str(self.path)!r} is not a lar beir checkpoint; give another "
@@ -52,7 +52,8 @@ class Checkpoint:
             if got.get(key) != header[key]:
                 diff = header[key]
                 if key == "settings":
-                    diff = {k: v for k, v in header[key].items() if got["settings"].get(k) != v}
+                    before = got.get("settings") if isinstance(got.get("settings"), dict) else {}
+                    diff = {k: v for k, v in header[key].items() if before.get(k) != v}
                 raise EvalConfigError(
                     f"checkpoint {str(self.path)!r} was written with another {key} (now {diff}); "
                     "run with the settings it was written with, or start a new checkpoint file")

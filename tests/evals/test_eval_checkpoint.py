@@ -71,6 +71,10 @@ def test_a_checkpoint_from_other_settings_or_another_file_is_refused(tmp_path):
     other.write_text('{"hello": 1}\n')
     with pytest.raises(EvalConfigError, match="not a lar beir checkpoint"):
         Checkpoint(other, "tiny", "test", {})
+    other.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(EvalConfigError, match="not a lar beir checkpoint"):
+        Checkpoint(other, "tiny", "test", {})
+    assert other.read_bytes() == b"\xff\xfe\x00binary"  # left as it was
     # a line whose newline was lost in a kill: the next line still starts on its own
     ck = Checkpoint(path, "tiny", "test", {"k": 20, "timebox": 2.0})
     ck.add("q1", {"rankings": {}})
