@@ -27,14 +27,13 @@ from lar.fusion import adaptive_fusion, partial_factors
 from report_io import write_results
 
 
-def layer_lists(hits) -> tuple[dict[str, list[tuple[int, float]]], dict[int, object]]:
+def layer_lists(hits) -> dict[str, list[tuple[int, float]]]:
     """Each layer's (hit index, score) list best-first, rebuilt from the hits' evidence."""
     per: dict[str, list[tuple[int, int, float]]] = {}
     for i, h in enumerate(hits):
         for name, ev in h.evidence.items():
             per.setdefault(name, []).append((ev.rank, i, ev.score))
-    return ({n: [(i, s) for _, i, s in sorted(v)] for n, v in per.items()},
-            {i: h for i, h in enumerate(hits)})
+    return {n: [(i, s) for _, i, s in sorted(v)] for n, v in per.items()}
 
 
 def main() -> None:
@@ -62,7 +61,7 @@ def main() -> None:
             cut_queries, factors, t_fuse = 0, [], 0.0
             for q in qids:
                 res = eng.search(data.queries[q]["text"], k=args.depth, timebox=tb, fusion="rrf")
-                runs, by_index = layer_lists(res.hits)
+                runs = layer_lists(res.hits)
                 cut = [r.name for r in res.runs if r.state.value == "aborted" and r.name in runs]
                 cut_queries += bool(cut)
                 factors += list(partial_factors(runs, cut).values())
@@ -70,7 +69,7 @@ def main() -> None:
                     t0 = time.perf_counter()
                     items = adaptive_fusion(runs, k=10, partial=partial)[0]
                     t_fuse += time.perf_counter() - t0
-                    ranks[mode][q] = docs_of_hits([by_index[it.key].paths for it in items], mapping)
+                    ranks[mode][q] = docs_of_hits([res.hits[it.key].paths for it in items], mapping)
             scores = {m: evaluate(qrels, ranks[m], ["ndcg@10"])[0]["ndcg@10"] for m in ranks}
             runs_ranx = [Run({q: {d: 10.0 - i for i, d in enumerate(v)} for q, v in ranks[m].items()},
                              name=m) for m in ("guard", "keep")]

@@ -358,7 +358,6 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                 progress(i + 1, len(qids))
         if ckpt is not None:
             ckpt.close()
-            resumed = len(ckpt.resumed)
         labels = [f"route:{r}" for r in routes] + [f"fusion:{p}" for p in fusion] + ["default"]
         scores: dict[str, dict[str, float]] = {}
         for label in labels:
@@ -376,7 +375,7 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                          "scope": scope, "corpus_root": str(root), "state_dir": str(eng.state_dir),
                          "lar_version": getattr(lar, "__version__", None),
                          "checkpoint": None if ckpt is None else str(ckpt.path),
-                         "resumed_queries": 0 if ckpt is None else resumed},
+                         "resumed_queries": 0 if ckpt is None else len(ckpt.resumed)},
             "routes": {r: rounded(scores[f"route:{r}"]) for r in routes},
             "fusion": {p: rounded(scores[f"fusion:{p}"]) for p in fusion},
             "default": rounded(scores["default"]),
