@@ -24,7 +24,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -67,6 +67,8 @@ class FitSet:
     qrels: dict[str, dict[str, int]]
     lists: dict[str, dict[str, list[tuple[str, float]]]]   # qid -> route -> [(doc, score)]
     types: dict[str, str]
+    # qid -> route -> the route's score background (lar.background), for the "bgz" norm
+    backgrounds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def load_set(beir_dir: str, split: str, runs_dir: str) -> FitSet:
@@ -76,25 +78,28 @@ def load_set(beir_dir: str, split: str, runs_dir: str) -> FitSet:
     if not path.is_file():
         raise EvalConfigError(f"{path} is missing: run `python -m evals beir` with a runs dir first")
     lists: dict[str, dict[str, list[tuple[str, float]]]] = {}
+    backgrounds: dict[str, dict[str, Any]] = {}
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         for no, line in enumerate(fh, 1):
             try:
                 row = json.loads(line)
                 lists[row["qid"]] = {r: [(d, s) for d, s in items if s is not None]
                                      for r, items in row["routes"].items()}
+                backgrounds[row["qid"]] = dict(row.get("backgrounds") or {})
             except (ValueError, KeyError, TypeError) as exc:
                 raise EvalDataError(f"not a route-list line ({exc})", path=str(path), line=no) from None
     qrels = {q: dict(data.qrels[q]) for q in lists if data.qrels.get(q)}
     types = {q: t for q in qrels if (t := data.query_type(q)) is not None}
     name = data.name if data.name.endswith(split) else f"{data.name}-{split}"
-    return FitSet(name, qrels, {q: lists[q] for q in qrels}, types)
+    return FitSet(name, qrels, {q: lists[q] for q in qrels}, types,
+                  {q: backgrounds.get(q, {}) for q in qrels})
 
 
 def _query_data(lists: Mapping[str, list], routes: Sequence[str], qrels: Mapping[str, int],
-                norm: str = "evidence") -> QueryData:
+                norm: str = "evidence", backgrounds: Mapping[str, Any] | None = None) -> QueryData:
     runs = {r: _distinct(lists[r]) for r in routes if lists.get(r)}
     probes, fits = probe_runs(runs)
-    values = route_values(runs, fits, norm)
+    values = route_values(runs, fits, norm, backgrounds)
     docs: dict[str, int] = {}
     for items in runs.values():
         for d, _ in items:
@@ -218,7 +223,8 @@ def run_fit(train: Sequence[FitSet], holdout: Sequence[FitSet] = (), *, folds: i
     if not norms or bad:
         raise EvalConfigError(f"norms must be some of {', '.join(MODEL_NORMS)}; got {list(norms)!r}")
     routes = sorted({r for fs in [*train, *holdout] for lists in fs.lists.values() for r, v in lists.items() if v})
-    qdata = {n: {fs.name: {q: _query_data(fs.lists[q], routes, fs.qrels[q], n) for q in fs.lists}
+    qdata = {n: {fs.name: {q: _query_data(fs.lists[q], routes, fs.qrels[q], n, fs.backgrounds.get(q))
+                           for q in fs.lists}
                  for fs in [*train, *holdout]} for n in norms}
     split = {fs.name: folds_of(list(fs.lists), folds, seed) for fs in train}
     held: dict[str, dict[str, list[str]]] = {fs.name: {} for fs in train}

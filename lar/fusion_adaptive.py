@@ -2,7 +2,9 @@
 
 Every route's scores are first put on one scale by the model's normalisation (``norm``):
 ``"evidence"`` (``-ln p`` from the route's background fit, :mod:`lar.probe`), ``"tailz"``
-(standard deviations above the list's background), ``"minmax"`` or ``"zscore"``. A key's fused
+(standard deviations above the list's background), ``"minmax"``, ``"zscore"`` or ``"bgz"``
+(standard deviations above the mean of every score the layer's scan computed for this query,
+:mod:`lar.background`; ``tailz`` for a layer that reports none). A key's fused
 score is
 
     sum over routes r of  w_r(q) * value_r(key)
@@ -31,7 +33,7 @@ from .errors import ConfigError
 from .probe import EVIDENCE_CAP, RouteProbe, agreement, probe_list
 
 PACKAGED_MODEL = Path(__file__).parent / "data" / "fusion-adaptive.json"
-MODEL_NORMS: tuple[str, ...] = ("evidence", "tailz", "minmax", "zscore")
+MODEL_NORMS: tuple[str, ...] = ("evidence", "tailz", "minmax", "zscore", "bgz")
 _LOADED: dict[tuple[str, int], "FusionModel"] = {}  # (resolved path, mtime_ns) -> model
 
 
@@ -174,13 +176,16 @@ def evidence_scores(runs: Mapping[str, Any], fits: Mapping[str, Any]) -> dict[st
     return out
 
 
-def route_values(runs: Mapping[str, Any], fits: Mapping[str, Any], norm: str = "evidence"
-                 ) -> dict[str, tuple[dict, float]]:
+def route_values(runs: Mapping[str, Any], fits: Mapping[str, Any], norm: str = "evidence",
+                 backgrounds: Mapping[str, Any] | None = None) -> dict[str, tuple[dict, float]]:
     """``{route: ({key: value}, floor)}`` on the model's scale for the routes with a fit (the
     others carry no signal and drop out); ``floor`` is what a key the route did not list gets.
-    ``runs`` must hold distinct keys per route, best first."""
+    ``runs`` must hold distinct keys per route, best first. ``"bgz"`` reads a route's scores as
+    z against its ``backgrounds[route]`` (the whole scan's moments, :mod:`lar.background`) and
+    falls back to ``tailz`` for a route without a usable one."""
     if norm == "evidence":
         return {r: (ev, 0.0) for r, ev in evidence_scores(runs, fits).items()}
+    from .background import background_from
     from .fusion import _collect, _normalise
 
     out = {}
@@ -189,7 +194,11 @@ def route_values(runs: Mapping[str, Any], fits: Mapping[str, Any], norm: str = "
         return out
     table = _collect(usable)
     for route in usable:
-        vals = _normalise(table, route, norm)
+        bg = background_from((backgrounds or {}).get(route)) if norm == "bgz" else None
+        if bg is not None:
+            vals = {key: bg.z(s) for key, s in usable[route]}
+        else:
+            vals = _normalise(table, route, "tailz" if norm == "bgz" else norm)
         out[route] = (vals, min(vals.values()) if vals else 0.0)
     return out
 

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from .errors import ConfigError, LarError, LayerFailedError
 from .fusion import POLICIES, adaptive_fusion, fuse, partial_factors
+from .background import background_from
 from .fusion_adaptive import probe_runs, with_probe
 from .layer import Budget, Candidate, ScopeView
 from .merge import group_hits, merged_hit, runs_for_fusion
@@ -67,8 +68,11 @@ async def _run_layer(name, layer, query, scope, budget: Budget, role, candidates
         if partial:
             reason = "; ".join(x for x in (budget.notes.get("truncated")
                                            or "timebox ended; returned partial results", reason) if x)
+        probe = budget.notes.get("probe")  # a layer's own probe features (e.g. hubness)
+        if budget.notes.get("background") is not None:  # its scores' background (lar.background)
+            probe = {**(probe or {}), "background": budget.notes["background"]}
         run = LayerRun(name, state, reason, len(hits), time.monotonic() - t0, budget.coverage, role, query,
-                       probe=budget.notes.get("probe"))  # a layer's own probe features (e.g. hubness)
+                       probe=probe)
         return _Outcome(name, role, hits, run, time.monotonic())
     except asyncio.CancelledError:
         hits = [h for h in budget.offered if name in h.signals]
@@ -244,15 +248,16 @@ async def orchestrate(
             raise LayerFailedError("; ".join(r.reason for r in failed))
 
     groups = group_hits(per_layer)
-    fused, probes, weights, fits, cut_factors = [], {}, {}, {}, {}
+    fused, probes, weights, fits, cut_factors, fruns = [], {}, {}, {}, {}, {}
     if groups:
         fruns = runs_for_fusion(groups, per_layer)
         if fusion == "adaptive":
             # a run the timebox cut short weighs by how much of the finished lists it scored
             cut = [n for n in fruns if n in runs and runs[n].state is RunState.ABORTED] if partial_guard else []
             cut_factors = partial_factors(fruns, cut)
+            backgrounds = {n: (runs[n].probe or {}).get("background") for n in fruns if n in runs}
             fused, probes, weights, fits = adaptive_fusion(fruns, k=k, model=fusion_model, c=rrf_c,
-                                                           partial=cut)
+                                                           partial=cut, backgrounds=backgrounds)
         else:
             fused = fuse(fusion, fruns, k=k, c=rrf_c)
             probes, fits = probe_runs(fruns)
@@ -265,6 +270,9 @@ async def orchestrate(
                 info["weight"] = round(weights[name], 4)
             if name in cut_factors:
                 info["partial_factor"] = round(cut_factors[name], 4)
+            bg = background_from(info.get("background"))
+            if bg is not None and fruns.get(name):  # its best hit, in sds above the whole scan
+                info["top_z"] = round(bg.z(max(s for _, s in fruns[name])), 4)
             runs[name] = dataclasses.replace(runs[name], probe=info)
     order = [n for n, _ in layers]
     ordered_runs = [runs[n] for n in order if n in runs] + [r for n, r in runs.items() if n not in order]

@@ -13,6 +13,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from ..background import ScoreMoments
 from ..errors import ConfigError
 from ..maxsim import maxsim
 from ..vectors.encoding import UnitEncoding
@@ -30,6 +31,7 @@ class ScanResult:
     blocks: int = 0
     aborted: bool = False
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (hash, why)
+    moments: ScoreMoments = field(default_factory=ScoreMoments)  # every chunk score computed
 
 
 def _adjacent_view(encs: list[UnitEncoding]) -> np.ndarray | None:
@@ -100,6 +102,7 @@ def scan_units(
                 f"scoring a block of {x.shape[0]} tokens x {x.shape[1]} dims ran out of memory "
                 f"on {device or backend}: lower the layer's block_tokens (now {block_tokens}) "
                 "or free memory") from None
+        res.moments.add(scores)
         counts = [e.n_chunks for e in encs]
         owner = np.repeat(np.arange(len(encs)), counts)
         chunk_of = np.arange(scores.shape[0]) - np.repeat(np.cumsum([0] + counts[:-1]), counts)

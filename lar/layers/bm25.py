@@ -27,6 +27,7 @@ import threading
 from dataclasses import replace
 from typing import Any, Sequence
 
+from ..background import ScoreMoments
 from ..building import BuildingLayer, SkipUnit
 from ..chunking import CHUNKER_VERSION
 from ..errors import ConfigError, MissingExtraError, QueryError
@@ -252,7 +253,12 @@ class BM25Layer(BuildingLayer):
         budget.set_coverage((processed - len(waiting)) / len(app))
         if waiting:
             budget.notes["bm25"] = f"{len(waiting)} built units are being added to a segment"
-        results, partial = self.index.search(terms, budget.pool, allowed - waiting, budget.expired)
+        moments = ScoreMoments()
+        results, partial = self.index.search(terms, budget.pool, allowed - waiting, budget.expired,
+                                             moments)
+        background = moments.result()
+        if background is not None:
+            budget.notes["background"] = background.to_dict()
         hits = self._hits(text, results, budget, paths)
         if partial:
             budget.notes["partial"] = True

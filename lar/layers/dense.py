@@ -132,6 +132,8 @@ class ChunkVectorLayer(EmbeddingLayer):
         budget.set_coverage((processed - len(ok) * (1.0 - fraction)) / len(paths))
         if fraction < 1.0:
             budget.notes["partial"] = True
+        if found.background is not None and weight == 0:  # hubness-adjusted scores are not cosines
+            budget.notes["background"] = found.background.to_dict()
         # the hubness probe needs a reference sample (built once per set of units): skipped,
         # as zeros, when the deadline has already passed
         timed_out = bool(results) and budget.expired()

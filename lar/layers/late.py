@@ -360,6 +360,9 @@ class LateLayer(EmbeddingLayer):
             budget.notes["partial"] = True
             budget.notes["truncated"] = (f"timebox ended after scanning {len(res.scanned)} of "
                                          f"{len(ok)} built units ({res.tokens} tokens)")
+        background = res.moments.result()
+        if background is not None:
+            budget.notes["background"] = background.to_dict()
         return self._hits(lq, qe, q, w, res, paths, budget)
 
     def _hits(self, lq, qe, q, w, res, paths, budget) -> list[Hit]:

@@ -262,9 +262,10 @@ class SegmentedIndex:
 
     # -- searching ------------------------------------------------------------------------------
     def search(self, terms: list[str], k: int, allowed: set[str],
-               expired: Callable[[], bool] = lambda: False) -> tuple[list[Result], bool]:
+               expired: Callable[[], bool] = lambda: False, moments=None) -> tuple[list[Result], bool]:
         """The top ``k`` chunks of ``allowed`` units over all segments (best score first,
-        duplicates removed) and whether the deadline cut the search short."""
+        duplicates removed) and whether the deadline cut the search short. ``moments`` (a
+        :class:`lar.background.ScoreMoments`) collects every searched chunk's score."""
         segs = [s for s in self.segments() if s.n_docs]
         weights: list = [None] * len(segs)
         if self.idf == "global" and len(segs) > 1:
@@ -277,7 +278,7 @@ class SegmentedIndex:
                 break
             if seg.unit_set.isdisjoint(allowed):
                 continue
-            for score, i in seg.search(terms, k, allowed, w):
+            for score, i in seg.search(terms, k, allowed, w, moments):
                 h, s, e = seg.doc(i)
                 out.append((score, h, s, e))
         out.sort(key=lambda r: (-r[0], r[1], r[2]))

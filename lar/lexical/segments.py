@@ -144,10 +144,12 @@ class Segment:
         return alive[self.docs[:, 0]].astype(np.float32)
 
     def search(self, terms: Sequence[str], k: int, allowed: set[str] | frozenset[str],
-               weights: dict[str, float] | None = None) -> list[tuple[float, int]]:
+               weights: dict[str, float] | None = None, moments=None) -> list[tuple[float, int]]:
         """Top ``k`` ``(score, doc id)`` with a positive score among docs of ``allowed`` units.
         Without ``weights`` the scores are bm25s's (segment-local IDF, via ``retrieve``); with
-        them each term's column is scaled by its weight first (global-IDF rescaling)."""
+        them each term's column is scaled by its weight first (global-IDF rescaling).
+        ``moments`` (a :class:`lar.background.ScoreMoments`) is given every allowed doc's score,
+        zeros included: the query's score background in this segment."""
         if self.model is None or k < 1:
             return []
         vocab = self.model.vocab_dict
@@ -159,23 +161,32 @@ class Segment:
         if mask is not None and not mask.any():
             return []
         k = min(k, self.n_docs)
+        if moments is not None:
+            full = self._column_scores(present, weights)
+            moments.add(full if mask is None else full[mask > 0])
         if weights is None:
             res = self.model.retrieve([present], k=k, show_progress=False, n_threads=0,
                                       weight_mask=mask)
             ids, scores = res.documents[0], res.scores[0]
         else:
-            sc = self.model.scores
-            scores_all = np.zeros(self.n_docs, dtype=np.float32)
-            for t in present:
-                tid = vocab[t]
-                a, b = int(sc["indptr"][tid]), int(sc["indptr"][tid + 1])
-                scores_all[sc["indices"][a:b]] += np.float32(weights.get(t, 1.0)) * sc["data"][a:b]
+            scores_all = full if moments is not None else self._column_scores(present, weights)
             if mask is not None:
                 scores_all *= mask
             ids = np.argpartition(-scores_all, k - 1)[:k] if k < self.n_docs else np.arange(self.n_docs)
             ids = ids[np.argsort(-scores_all[ids], kind="stable")]
             scores = scores_all[ids]
         return [(float(s), int(i)) for s, i in zip(scores, ids) if s > 0]
+
+    def _column_scores(self, present: Sequence[str], weights: dict[str, float] | None) -> np.ndarray:
+        """Every doc's score: the sum of the query terms' (weighted) score columns."""
+        sc, vocab = self.model.scores, self.model.vocab_dict
+        out = np.zeros(self.n_docs, dtype=np.float32)
+        for t in present:
+            tid = vocab[t]
+            a, b = int(sc["indptr"][tid]), int(sc["indptr"][tid + 1])
+            w = np.float32(1.0 if weights is None else weights.get(t, 1.0))
+            out[sc["indices"][a:b]] += w * sc["data"][a:b]
+        return out
 
     def doc(self, i: int) -> tuple[str, int, int]:
         u, s, e = self.docs[i]

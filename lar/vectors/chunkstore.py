@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..background import ScoreBackground, ScoreMoments
 from ..errors import ConfigError, CorruptStateError
 from ..maxsim._common import f16_to_f32
 
@@ -108,6 +109,8 @@ class ChunkHits:
     fraction: float
     n_scored: int
     n_total: int
+    # mean and spread of every score the scan computed (lar.background); None when too few
+    background: ScoreBackground | None = None
 
     def __iter__(self) -> Iterator[tuple[str, int, int, float]]:
         return iter(self.hits)
@@ -605,6 +608,7 @@ class ChunkVectorStore:
         total = int(cum[-1]) if len(cum) else 0
         best_s = np.zeros(0, dtype=np.float32)
         best_u = best_r = np.zeros(0, dtype=np.int64)  # table index, row within the unit
+        moments = ScoreMoments()
         pos = done = 0
         while pos < len(sel):
             if done and should_stop is not None and should_stop():
@@ -618,6 +622,7 @@ class ChunkVectorStore:
             scores = np.empty(int(counts.sum()), dtype=np.float32)
             for o, x in _iter_f32(pack, self._rows_of(t, block)):
                 np.matmul(x, qn, out=scores[o:o + x.shape[0]])
+            moments.add(scores)
             top = np.argpartition(-scores, k - 1)[:k] if len(scores) > k else np.arange(len(scores))
             ends = np.cumsum(counts)
             owner = np.searchsorted(ends, top, side="right")
@@ -634,4 +639,4 @@ class ChunkVectorStore:
             a, b = t.spans[u][r].tolist()
             hits.append((t.hashes[u], a, b, float(best_s[j])))
         return ChunkHits(hits=hits, fraction=done / total if total else 1.0,
-                         n_scored=done, n_total=total)
+                         n_scored=done, n_total=total, background=moments.result())

@@ -159,7 +159,12 @@ def probe_html(run) -> str:
     if not pr.get("usable"):
         return f"<span title='{esc(pr.get('reason', ''))}'>no signal</span>"
     weight = f", weight {pr['weight']:.2f}" if "weight" in pr else ""
-    return esc(f"top -ln p {pr['top_evidence']:.1f}, agreement {pr['agreement']:.0%}{weight}")
+    z = f", top z {pr['top_z']:.1f}" if "top_z" in pr else ""
+    bg = pr.get("background")
+    title = (f" title='best hit {pr['top_z']:.2f} sds above the mean of all {bg['n']} scores the "
+             f"layer computed'" if z and isinstance(bg, dict) and "n" in bg else "")
+    text = esc(f"top -ln p {pr['top_evidence']:.1f}{z}, agreement {pr['agreement']:.0%}{weight}")
+    return f"<span{title}>{text}</span>" if title else text
 
 
 def header_html(result) -> str:

@@ -73,6 +73,25 @@ def test_fit_on_a_real_harness_run(evaluation, beir_dir):
         assert s["scores"][f"route:{r}"]["ndcg@10"] == ev.summary["routes"][r]["ndcg@10"]
     assert set(model.routes) <= set(ROUTES)
     assert s["scores"]["fusion:rrf"]["ndcg@10"] is not None
+    # bm25 scores its whole index per query: the recorded background is what norm "bgz" reads
+    with_bm25 = [q for q in fs.lists if fs.lists[q].get("bm25")]
+    assert with_bm25
+    for q in with_bm25:
+        bg = fs.backgrounds[q]["bm25"]
+        assert bg["n"] >= len(fs.lists[q]["bm25"]) and bg["std"] > 0
+        assert fs.lists[q]["bm25"][0][1] > bg["mean"]
+    _, report = run_fit([fs], folds=2, norms=["bgz"])
+    assert report["norm"] == "bgz" and report["model"]["norm"] == "bgz"
+
+
+def test_bgz_reads_the_recorded_backgrounds():
+    fs = synthetic(4)
+    fs.backgrounds.update({q: {"good": {"n": 5000, "mean": 1.0, "std": 2.0}} for q in fs.lists})
+    qd = _query_data(fs.lists["q0"], ["bad", "good"], fs.qrels["q0"], "bgz", fs.backgrounds["q0"])
+    rel = qd.docs.index("rel0")
+    assert qd.ev[rel, 1] == pytest.approx((9.0 - 1.0) / 2.0)  # good's top, read against its background
+    tz = _query_data(fs.lists["q0"], ["bad", "good"], fs.qrels["q0"], "tailz")
+    assert np.allclose(qd.ev[:, 0], tz.ev[:, 0])  # 'bad' has none: the tailz scale
 
 
 def test_fit_picks_the_normalisation_that_fits_its_training_queries():

@@ -174,5 +174,10 @@ def test_results_view_shows_each_layers_probe():
     flat = LayerRun("grep", RunState.RAN, probe={"usable": False, "reason": "scores do not fall"})
     assert render.probe_html(probed) == "top -ln p 8.3, agreement 30%, weight 1.50"
     assert "no signal" in render.probe_html(flat) and "scores do not fall" in render.probe_html(flat)
+    scanned = LayerRun("dense", RunState.RAN, probe={"usable": True, "top_evidence": 3.0, "agreement": 0.5,
+                                                      "top_z": 4.256, "background": {"n": 812, "mean": 0.1, "std": 0.05}})
+    html = render.probe_html(scanned)
+    assert ">top -ln p 3.0, top z 4.3, agreement 50%</span>" in html
+    assert "4.26 sds above the mean of all 812 scores" in html
     table = render.runs_html([probed, flat, LayerRun("names", RunState.RAN)])
     assert "signal (probe)" in table and table.count("<tr>") == 4

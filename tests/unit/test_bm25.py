@@ -4,6 +4,7 @@ import asyncio
 import math
 import shutil
 
+import numpy as np
 import pytest
 
 import lar
@@ -373,3 +374,29 @@ def test_search_reports_coverage_and_honours_an_expired_budget(registered, folde
 
 # The layer is registered through pyproject's entry points, so tests/contract runs the
 # contract suite against it with every other registered layer.
+
+
+def test_segment_moments_cover_every_allowed_doc_zeros_included(tmp_path):
+    from lar.background import ScoreMoments
+
+    store = SegmentStore(tmp_path, SegmentParams("k"))
+    seg = store.build([("a" * 32, [(0, 1), (1, 2), (2, 3)], [["x", "y"], ["y"], ["z"]]),
+                       ("b" * 32, [(0, 1)], [["x", "x"]])])
+    full = np.asarray(seg.model.get_scores(["x", "y"]), dtype=np.float64)  # bm25s's own scores
+    m = ScoreMoments()
+    top = seg.search(["x", "y"], 2, {"a" * 32, "b" * 32}, moments=m)
+    assert len(top) == 2
+    bg = m.result()
+    assert bg.n == 4 and bg.mean == pytest.approx(full.mean(), rel=1e-5)
+    assert bg.std == pytest.approx(full.std(), rel=1e-5)
+    m = ScoreMoments()  # only the allowed unit's docs
+    seg.search(["x", "y"], 2, {"a" * 32}, moments=m)
+    assert m.n == 3 and m.s1 == pytest.approx(full[:3].sum(), rel=1e-5)
+
+
+def test_the_layer_reports_its_background_on_the_run_probe(registered, folder, tmp_path):
+    with _open(folder, tmp_path) as eng:
+        res = eng.search("wombats quokkas", layers=["bm25"], k=5, timebox=10)
+        bg = res.run("bm25").probe["background"]
+        n_chunks = sum(s.n_docs for s in eng.layers["bm25"].index.segments())
+        assert bg["n"] == n_chunks and bg["std"] > 0 and bg["mean"] > 0

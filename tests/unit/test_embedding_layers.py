@@ -202,11 +202,16 @@ def test_dense_hits_carry_hubness_and_the_discount_reorders(built, corpus, tmp_p
     assert 0.0 < run.probe["hubness_mean"] <= run.probe["hubness_max"] <= 1.0
     assert run.probe["hubness_max"] >= max(e.details["hubness"] for e in ev) - 1e-4
     assert "top_evidence" in run.probe or not run.probe.get("usable", True)  # fusion's probe kept beside it
+    # the scan's background: every chunk's cosine, the top hits well above their mean
+    bg = run.probe["background"]
+    assert bg["n"] >= len(ev) and 0 < bg["std"] < 1 and ev[0].score > bg["mean"] + bg["std"]
     with lar.open(corpus, state=built.state_dir, config={"dense_hubness": 1.0}) as eng:
         res2 = eng.search(FUSION_QUERY, timebox=30, layers=["dense"], k=5)
     ev2 = [h.evidence["dense"] for h in res2.hits if "dense" in h.signals]
     assert all(e.score == pytest.approx(e.details["cosine"] - e.details["hubness"], abs=1e-5) for e in ev2)
     assert [e.score for e in ev2] == sorted((e.score for e in ev2), reverse=True)
     assert "hubness" in ev2[0].score_kind
+    run2 = {r.name: r for r in res2.runs}["dense"]
+    assert "background" not in run2.probe  # discounted scores are not cosines: no background
     with pytest.raises(ConfigError, match="hubness"):
         lar.open(corpus, state=tmp_path / "s5", config={"dense_hubness": -1})

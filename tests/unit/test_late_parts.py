@@ -152,3 +152,17 @@ def test_arena_blocks_are_views_not_copies():
     assert _adjacent_view(held[::-1]) is None  # out of order: gathered by copy instead
     assert not np.shares_memory(_block_matrix(held[::-1]), arena.segments[0])
     assert _adjacent_view(encs) is None  # separate arrays
+
+
+def test_scan_collects_the_moments_of_every_chunk_score():
+    rng = np.random.default_rng(5)
+    units = {f"{i:032x}": _unit(rng, list(rng.integers(1, 30, size=rng.integers(1, 6))))
+             for i in range(30)}
+    q = rng.standard_normal((4, 8)).astype(np.float32)
+    w = np.array([1, 0.5, 2, 1], dtype=np.float32)
+    every = np.concatenate([maxsim_numpy(q, e.tokens, e.chunk_starts, w) for e in units.values()])
+    res = scan_units(q, w, list(units), units.get, 3, block_tokens=100)
+    bg = res.moments.result()
+    assert bg.n == every.shape[0] and res.blocks > 1
+    assert bg.mean == pytest.approx(float(every.mean()), abs=1e-4)
+    assert bg.std == pytest.approx(float(every.std()), rel=1e-4)

@@ -146,3 +146,57 @@ def test_builtin_layers_come_from_entry_points():
     eps = {ep.name for ep in entry_points(group="lar.layers")}
     assert {"names", "grep", "fuzzy"} <= eps
     assert {"names", "grep", "fuzzy"} <= set(lar.registered_layers())
+
+
+class _Scanner(BaseLayer):
+    """Scores 25 spans of the longest unit on a straight line and reports a fixed background."""
+    roles = frozenset({"generate"})
+    top, step, background, reverse = 1.0, 0.01, None, False
+
+    async def search(self, query, scope, budget, candidates=None):
+        u = max(scope.units(), key=lambda u: u.size)
+        order = range(24, -1, -1) if self.reverse else range(25)
+        hits = [Hit.single(self.name, Span(u.hash, 4 * i, 4 * i + 2), rank=r + 1, score=self.top - self.step * r,
+                           score_kind="x") for r, i in enumerate(order)]
+        budget.notes["background"] = self.background
+        return hits
+
+
+class ScanA(_Scanner):
+    name = "scan-a"
+    background = {"n": 5000, "mean": 0.5, "std": 0.02}  # its 25 scores span 12 background sds
+
+
+class ScanB(_Scanner):
+    name = "scan-b"
+    top, step, reverse = 30.0, 0.5, True
+    background = {"n": 5000, "mean": 10.0, "std": 8.0}  # its 25 scores span 1.5 sds
+
+
+@pytest.fixture
+def scanners():
+    for cls in (ScanA, ScanB):
+        register_layer(cls)
+    yield
+    for cls in (ScanA, ScanB):
+        unregister_layer(cls.name)
+
+
+def test_layer_backgrounds_reach_the_probe_and_bgz_fusion(scanners, corpus, tmp_path):
+    model = {"kind": "lar-adaptive-fusion", "norm": "bgz",
+             "routes": {"scan-a": {"base": 1.0}, "scan-b": {"base": 1.0}}}
+    with lar.open(corpus, state=tmp_path / "s", config={"fusion_model": model}) as eng:
+        res = eng.search("anything", timebox=5, layers=["scan-a", "scan-b"], k=3)
+        runs = {r.name: r for r in res.runs}
+        assert runs["scan-a"].probe["background"] == ScanA.background
+        assert runs["scan-a"].probe["top_z"] == pytest.approx((1.0 - 0.5) / 0.02)
+        assert runs["scan-b"].probe["top_z"] == pytest.approx((30.0 - 10.0) / 8.0)
+        # scan-a's list stands out far more against its background: its order wins
+        assert [h.span.start for h in res.hits] == [0, 4, 8]
+        # the same lists, scan-b against a tight background (its scores now span 120 sds): b wins
+        ScanB.background = {"n": 5000, "mean": 10.0, "std": 0.1}
+        try:
+            res = eng.search("anything else", timebox=5, layers=["scan-a", "scan-b"], k=3)
+        finally:
+            ScanB.background = {"n": 5000, "mean": 10.0, "std": 8.0}
+        assert [h.span.start for h in res.hits] == [96, 92, 88]

@@ -198,3 +198,17 @@ def test_float32_store(tmp_path):
         ChunkVectorStore(tmp_path, D, "float16")
     with pytest.raises(ConfigError):
         ChunkVectorStore(tmp_path / "other", D, "int8")
+
+
+def test_search_reports_the_background_of_every_score_it_computed(tmp_path):
+    st = ChunkVectorStore(tmp_path, D)
+    data = fill(st)
+    q = data["h003"][1][0] + 0.05
+    every = np.array([cos(q, vec) for _, (_, vs) in data.items() for vec in vs])
+    bg = st.search(q, k=3, block_rows=7).background  # several blocks
+    assert bg.n == 60
+    assert bg.mean == pytest.approx(every.mean(), abs=2e-3)  # float16 storage
+    assert bg.std == pytest.approx(every.std(), rel=1e-2)
+    sub = st.search(q, ["h001", "h002"], k=100).background  # only the searched units
+    assert sub.n == 6
+    assert sub.mean == pytest.approx(np.mean([cos(q, v) for h in ("h001", "h002") for v in data[h][1]]), abs=2e-3)
