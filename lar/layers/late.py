@@ -360,7 +360,9 @@ class LateLayer(EmbeddingLayer):
             budget.notes["partial"] = True
             budget.notes["truncated"] = (f"timebox ended after scanning {len(res.scanned)} of "
                                          f"{len(ok)} built units ({res.tokens} tokens)")
-        background = res.moments.result()
+        # the background of a complete scan only: a cut-short one scanned the candidates first,
+        # the best-scoring corner, and would read every hit as less remarkable than it is
+        background = None if budget.notes.get("partial") else res.moments.result()
         if background is not None:
             budget.notes["background"] = background.to_dict()
         return self._hits(lq, qe, q, w, res, paths, budget)

@@ -113,3 +113,19 @@ def test_fit_picks_the_normalisation_that_fits_its_training_queries():
     assert all(m["norm"] in ("zscore", "minmax") for m in report["fold_models"])
     with pytest.raises(EvalConfigError, match="norms must be some of"):
         run_fit([fs], norms=("l2",))
+
+
+def test_min_gain_keeps_equal_weights_unless_a_move_pays():
+    fs = synthetic(12)
+    routes = ["bad", "good"]
+    qs = [_query_data(fs.lists[q], routes, fs.qrels[q]) for q in fs.lists]
+    equal = np.tile([1.0, 0.0, 0.0], (2, 1))
+    start = objective(qs, equal)
+    # trusting 'good' gains 1 - start; a threshold above that keeps equal weights
+    assert np.array_equal(fit_params(qs, routes, min_gain=1.0 - start + 0.01), equal)
+    assert objective(qs, fit_params(qs, routes, min_gain=0.0)) == pytest.approx(1.0)
+    assert objective(qs, fit_params(qs, routes, min_gain=(1.0 - start) / 4)) > start
+    with pytest.raises(EvalConfigError, match="min_gain"):
+        run_fit([fs], min_gain=-0.1)
+    _, report = run_fit([fs], min_gain=0.0)
+    assert report["min_gain"] == 0.0

@@ -215,3 +215,25 @@ def test_dense_hits_carry_hubness_and_the_discount_reorders(built, corpus, tmp_p
     assert "background" not in run2.probe  # discounted scores are not cosines: no background
     with pytest.raises(ConfigError, match="hubness"):
         lar.open(corpus, state=tmp_path / "s5", config={"dense_hubness": -1})
+
+
+def test_late_reports_the_background_of_a_complete_scan_only(built):
+    layer = built.layers["late"]
+    n_chunks = sum(layer.load(h).n_chunks for h in layer.searchable(built.scope_view()))
+    res = _search(built, "reciprocal rank fusion", "late")
+    run = {r.name: r for r in res.runs}["late"]
+    bg = run.probe["background"]
+    assert bg["n"] == n_chunks and bg["std"] > 0
+    assert res.hits[0].evidence["late"].score > bg["mean"] + bg["std"]
+    # a scan the deadline cut short (the first block only) reports none
+    import asyncio
+    import time
+
+    from lar.layer import Budget
+
+    budget = Budget(time.monotonic() + 30)
+    calls = iter([False, False])
+    budget.expired = lambda: next(calls, True)
+    hits = asyncio.run(layer.search("reciprocal rank fusion", built.scope_view(), budget))
+    assert budget.notes.get("partial") and "background" not in budget.notes
+    assert hits  # what it scanned is still returned
