@@ -218,7 +218,7 @@ def test_dense_hits_carry_hubness_and_the_discount_reorders(built, corpus, tmp_p
         lar.open(corpus, state=tmp_path / "s5", config={"dense_hubness": -1})
 
 
-def test_late_reports_the_background_of_a_complete_scan_only(built):
+def test_late_reports_the_background_of_a_complete_scan_only(built, monkeypatch):
     layer = built.layers["late"]
     n_chunks = sum(layer.load(h).n_chunks for h in layer.searchable(built.scope_view()))
     res = _search(built, "reciprocal rank fusion", "late")
@@ -226,12 +226,15 @@ def test_late_reports_the_background_of_a_complete_scan_only(built):
     bg = run.probe["background"]
     assert bg["n"] == n_chunks and bg["std"] > 0
     assert res.hits[0].evidence["late"].score > bg["mean"] + bg["std"]
-    # a scan the deadline cut short (the first block only) reports none
+    # a scan the deadline cut short (the first block only) reports none; blocks of one unit
     import asyncio
     import time
 
+    import lar.layers.late as late_mod
     from lar.layer import Budget
 
+    real = late_mod.scan_units
+    monkeypatch.setattr(late_mod, "scan_units", lambda *a, **kw: real(*a, **{**kw, "block_tokens": 1}))
     budget = Budget(time.monotonic() + 30)
     calls = iter([False, False])
     budget.expired = lambda: next(calls, True)
