@@ -3,8 +3,9 @@
     python benchmarks/bench_backgrounds.py --out benchmarks/results/DATE-backgrounds
 
 * bm25: one bm25s segment of ``--docs`` synthetic documents (Zipf-distributed terms), searched
-  for ``--queries`` 3-term queries with and without ``moments`` (which adds a pass over the query
-  terms' score columns for every allowed document, zeros included);
+  for ``--queries`` 3-term queries with and without ``moments`` (with them the segment scores
+  every allowed document from the query terms' score columns instead of calling bm25s's
+  ``retrieve``);
 * dense: a ``ChunkVectorStore`` of ``--docs`` x 384-dim vectors, searched with the moments as
   shipped and with ``ScoreMoments.add`` replaced by a no-op.
 

@@ -146,8 +146,9 @@ class Segment:
     def search(self, terms: Sequence[str], k: int, allowed: set[str] | frozenset[str],
                weights: dict[str, float] | None = None, moments=None) -> list[tuple[float, int]]:
         """Top ``k`` ``(score, doc id)`` with a positive score among docs of ``allowed`` units.
-        Without ``weights`` the scores are bm25s's (segment-local IDF, via ``retrieve``); with
-        them each term's column is scaled by its weight first (global-IDF rescaling).
+        Without ``weights`` the scores are bm25s's (segment-local IDF, via ``retrieve``, or from
+        its score columns when ``moments`` is given); with them each term's column is scaled by
+        its weight first (global-IDF rescaling).
         ``moments`` (a :class:`lar.background.ScoreMoments`) is given every allowed doc's score,
         zeros included: the query's score background in this segment."""
         if self.model is None or k < 1:
@@ -161,15 +162,14 @@ class Segment:
         if mask is not None and not mask.any():
             return []
         k = min(k, self.n_docs)
-        if moments is not None:
-            full = self._column_scores(present, weights)
-            moments.add(full if mask is None else full[mask > 0])
-        if weights is None:
+        if weights is None and moments is None:
             res = self.model.retrieve([present], k=k, show_progress=False, n_threads=0,
                                       weight_mask=mask)
             ids, scores = res.documents[0], res.scores[0]
-        else:
-            scores_all = full if moments is not None else self._column_scores(present, weights)
+        else:  # every doc's score, once: the top k and, when asked, the background come from it
+            scores_all = self._column_scores(present, weights)
+            if moments is not None:
+                moments.add(scores_all if mask is None else scores_all[mask > 0])
             if mask is not None:
                 scores_all *= mask
             ids = np.argpartition(-scores_all, k - 1)[:k] if k < self.n_docs else np.arange(self.n_docs)

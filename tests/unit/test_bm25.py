@@ -385,7 +385,9 @@ def test_segment_moments_cover_every_allowed_doc_zeros_included(tmp_path):
     full = np.asarray(seg.model.get_scores(["x", "y"]), dtype=np.float64)  # bm25s's own scores
     m = ScoreMoments()
     top = seg.search(["x", "y"], 2, {"a" * 32, "b" * 32}, moments=m)
-    assert len(top) == 2
+    plain = seg.search(["x", "y"], 2, {"a" * 32, "b" * 32})  # bm25s retrieve: the same top
+    assert [i for _, i in top] == [i for _, i in plain] and len(top) == 2
+    assert [s for s, _ in top] == pytest.approx([s for s, _ in plain])
     bg = m.result()
     assert bg.n == 4 and bg.mean == pytest.approx(full.mean(), rel=1e-5)
     assert bg.std == pytest.approx(full.std(), rel=1e-5)
