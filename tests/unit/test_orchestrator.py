@@ -12,13 +12,13 @@ from lar.types import Hit, Span
 
 
 class SlowLayer(BaseLayer):
-    """Returns one hit after 2 s unless cancelled: never finishes inside a short timebox."""
+    """Returns one hit after 5 s unless cancelled: never finishes inside a short timebox."""
     name = "slowpoke"
     roles = frozenset({"generate"})
     cost_rank = 90
 
     async def search(self, query, scope, budget, candidates=None):
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(5.0)
         u = scope.units()[0]
         return [Hit.single(self.name, Span(u.hash, 0, 1), rank=1, score=1.0, score_kind="x")]
 
@@ -65,7 +65,8 @@ def test_call_returns_at_the_deadline_with_what_is_done(fakes, corpus, tmp_path)
         t0 = time.monotonic()
         res = eng.search("parse_deadline", timebox=0.3)
         wall = time.monotonic() - t0
-    assert wall < 0.3 + 0.25  # returns at the deadline, not after the slow layer's 2 s
+    # returns at the deadline, not after the slow layer's 5 s (the slack is for a loaded CI box)
+    assert wall < 0.3 + 1.5
     runs = {r.name: r for r in res.runs}
     assert runs["slowpoke"].state.value == "aborted"
     assert runs["slowpoke"].reason == "timebox ended before it finished"
