@@ -22,7 +22,7 @@ import lar
 from evals.anytime import check_timeboxes
 from evals.data import load_beir, materialise
 from evals.metrics import evaluate
-from evals.run import docs_of_hits
+from evals.query import docs_of_hits
 from lar.fusion import adaptive_fusion, partial_factors
 from report_io import write_results
 

@@ -64,7 +64,8 @@ def anytime_curve(eng, data: BeirData, timeboxes: Sequence[Any] = DEFAULT_TIMEBO
     """One row per timebox: ``{"timebox_s", <metric>: value, "mean_ms", "p95_ms",
     "aborted_runs", "mean_coverage": {layer: x}}``. ``eng`` is open on the corpus written by
     :func:`evals.data.materialise` (``path_to_doc`` is read from its files when not given)."""
-    from .run import docs_of_hits, latency
+    from .query import docs_of_hits
+    from .run import latency
 
     metrics = check_metrics(metrics)
     boxes = check_timeboxes(timeboxes)

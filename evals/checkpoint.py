@@ -3,7 +3,7 @@ stopped instead of starting over.
 
 The file is JSON lines: a header ``{"kind": "lar-beir-checkpoint", "dataset", "split",
 "settings"}`` and then one line per finished query, ``{"qid": ..., "got": {...}}`` (what
-:func:`evals.run.run_query` returned). Each line is flushed when written, so a kill loses at
+:func:`evals.query.run_query` returned). Each line is flushed when written, so a kill loses at
 most the query in progress; a torn last line is ignored and that query runs again. A checkpoint
 written with other settings (routes, fusion, k, timebox, ...) is refused: its lists would not
 be comparable.

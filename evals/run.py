@@ -5,13 +5,14 @@
 1. writes the corpus as files (:func:`evals.data.materialise`) and opens ``lar.open(root)``;
 2. builds the selected building layers, one after the other, within ``build_timebox`` seconds
    in all, and records each layer's build time and coverage (``eng.status()``);
-3. for every query: (a) each route alone, ``eng.search(text, layers=[route], k=pool,
-   timebox=timebox)`` with ``pool = max(20, 5 k)``, the depth the orchestrator takes from each
-   layer; (b) each fusion policy computed offline from those per-route hit lists with
-   ``lar.merge.group_hits`` + ``runs_for_fusion`` + ``lar.fusion.fuse(policy, runs, k=k,
-   c=rrf_c)``: exactly the orchestrator's last step, routes in the orchestrator's order (generate
-   layers by cost, then refine layers); (c) "default": one real ``eng.search(text, layers=routes,
-   k=k, timebox=timebox)`` with the engine's default fusion;
+3. for every query (:func:`evals.query.run_query`): (a) each route alone, ``eng.search(text,
+   layers=[route], k=pool, timebox=timebox)`` with ``pool = max(20, 5 k)``, the depth the
+   orchestrator takes from each layer; (b) each fusion policy computed offline from those
+   per-route hit lists with ``lar.merge.group_hits`` + ``runs_for_fusion`` +
+   ``lar.fusion.fuse(policy, runs, k=k, c=rrf_c)``: exactly the orchestrator's last step, routes
+   in the orchestrator's order (generate layers by cost, then refine layers); (c) "default": one
+   real ``eng.search(text, layers=routes, k=k, timebox=timebox)`` with the engine's default
+   fusion;
 4. maps hits to documents (every path of a hit; a document keeps its best rank) and scores the
    first ``k`` hits of each list with ranx; a route alone is cut to its first ``k`` hits, like a
    caller asking it for ``k`` hits;
@@ -45,13 +46,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from lar.errors import UnknownLayerError
-from lar.fusion import POLICIES, fuse
-from lar.merge import group_hits, merged_hit, runs_for_fusion
-from lar.orchestrator import pool_size
+from lar.fusion import POLICIES
 
 from .data import BeirData, materialise
 from .errors import EvalConfigError
 from .metrics import check_metrics, check_trec_ids, evaluate, rounded, write_trec
+from .query import docs_of_hits, run_query, scored_docs  # noqa: F401  (re-exported)
 
 SCHEMA_VERSION = 1
 DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@100", "mrr@10", "map")
@@ -172,88 +172,6 @@ def latency(seconds: Sequence[float]) -> dict[str, float | None]:
         return {"mean": None, "p95": None}
     p95 = xs[max(0, math.ceil(0.95 * len(xs)) - 1)]
     return {"mean": round(1000 * statistics.fmean(xs), 3), "p95": round(1000 * p95, 3)}
-
-
-# -- one query --------------------------------------------------------------------------------
-def docs_of_hits(paths_per_hit: Sequence[Sequence[str]], path_to_doc: Mapping[str, str],
-                 limit: int | None = None) -> list[str]:
-    """Documents of the first ``limit`` hits, best rank first (each hit maps every one of its
-    paths: identical files share one hit)."""
-    out: dict[str, None] = {}
-    for paths in paths_per_hit[:limit]:
-        for p in paths:
-            d = path_to_doc.get(p)
-            if d is not None:
-                out.setdefault(d, None)
-    return list(out)
-
-
-def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fusion: Sequence[str],
-              k: int, attribution_k: int, rrf_c: float, timebox: float, scope: Any,
-              path_to_doc: Mapping[str, str]) -> dict[str, Any]:
-    """Everything one query contributes: per-label document lists, timings and run states."""
-    pool = pool_size(k, "balanced")
-    per_layer, times, states, backgrounds = {}, {}, {}, {}
-    for r in routes:
-        t0 = time.perf_counter()
-        res = eng.search(text, layers=[r], k=pool, timebox=timebox, scope=scope)
-        times[f"route:{r}"] = time.perf_counter() - t0
-        run = res.run(r)
-        states[r] = run.state.value
-        per_layer[r] = list(res.hits)
-        if (run.probe or {}).get("background") is not None:
-            backgrounds[r] = run.probe["background"]
-    rankings, top, pools = {}, {}, {}
-    scored: dict[str, list[list]] = {}
-    for r, hits in per_layer.items():
-        scored[r] = scored_docs(hits, r, path_to_doc)
-        paths = [h.paths for h in hits]
-        rankings[f"route:{r}"] = docs_of_hits(paths, path_to_doc, k)
-        top[f"route:{r}"] = docs_of_hits(paths, path_to_doc, attribution_k)
-        pools[r] = docs_of_hits(paths, path_to_doc)
-    t0 = time.perf_counter()
-    fused_input = {r: per_layer[r] for r in order if per_layer.get(r)}
-    groups = group_hits(fused_input)
-    runs = runs_for_fusion(groups, fused_input)
-    by_key = {g.key: g for g in groups}
-    shared = time.perf_counter() - t0
-    for policy in fusion:
-        t0 = time.perf_counter()
-        items = fuse(policy, runs, k=k, c=rrf_c) if groups else []
-        paths = [merged_hit(by_key[it.key], dict(it.ranks)).paths for it in items]
-        times[f"fusion:{policy}"] = shared + time.perf_counter() - t0
-        rankings[f"fusion:{policy}"] = docs_of_hits(paths, path_to_doc)
-        short = fuse(policy, runs, k=attribution_k, c=rrf_c) if groups else []
-        top[f"fusion:{policy}"] = docs_of_hits([merged_hit(by_key[it.key]).paths for it in short],
-                                               path_to_doc)
-    t0 = time.perf_counter()
-    res = eng.search(text, layers=list(routes), k=k, timebox=timebox, scope=scope)
-    times["default"] = time.perf_counter() - t0
-    paths = [h.paths for h in res.hits]
-    rankings["default"] = docs_of_hits(paths, path_to_doc)
-    if attribution_k < k:  # what a caller asking for attribution_k hits gets (route-unique slots)
-        short_res = eng.search(text, layers=list(routes), k=attribution_k, timebox=timebox, scope=scope)
-        paths = [h.paths for h in short_res.hits]
-    top["default"] = docs_of_hits(paths, path_to_doc, attribution_k)
-    default_states = {run.name: run.state.value for run in res.runs if run.name in routes}
-    return {"rankings": rankings, "top": top, "pools": pools, "times": times,
-            "states": states, "default_states": default_states, "scored": scored,
-            "backgrounds": backgrounds}
-
-
-def scored_docs(hits: Sequence[Any], route: str, path_to_doc: Mapping[str, str]) -> list[list]:
-    """``[[doc, score], ...]`` of one route's whole list, best first, a document at its best
-    hit (``score`` is the layer's own, ``null`` when it gave none): what offline fusion studies
-    need beyond ranks."""
-    out: dict[str, float | None] = {}
-    for h in hits:
-        ev = h.evidence.get(route)
-        score = getattr(ev, "score", None)
-        for p in h.paths:
-            d = path_to_doc.get(p)
-            if d is not None and d not in out:
-                out[d] = None if score is None or not math.isfinite(score) else round(float(score), 6)
-    return [[d, s] for d, s in out.items()]
 
 
 def write_route_lists(path: Path, ev: "BeirEvaluation") -> None:
