@@ -4,7 +4,8 @@
 --out MODEL.json --report REPORT.json``
 
 Each ``RUNS_DIR`` is the run-file folder of a ``beir`` run (its ``route-lists.jsonl.gz`` holds
-every route's whole list with the layers' scores). The fit is cross-fitted: each training set's
+every route's whole list with the layers' scores), or several such folders, comma-separated,
+whose routes are joined per query. The fit is cross-fitted: each training set's
 queries are split into ``--folds`` seeded folds; the model fitted on the other folds of *all*
 training sets ranks each fold's queries, so every reported figure is held out. Holdout sets are
 ranked by the model fitted on all training queries. Single routes, RRF, route-unique, CombSUM,
@@ -72,9 +73,38 @@ class FitSet:
 
 
 def load_set(beir_dir: str, split: str, runs_dir: str) -> FitSet:
-    """Qrels (and query types) from the BEIR folder, lists from ``runs_dir/route-lists.jsonl.gz``."""
+    """Qrels (and query types) from the BEIR folder, lists from ``runs_dir/route-lists.jsonl.gz``.
+    ``runs_dir`` may name several run folders, comma-separated (runs of different routes over
+    the same queries, e.g. the costly routes in one run and the cheap ones in another): their
+    routes are joined per query, over the queries every folder holds; a route in two folders is
+    an error."""
     data = load_beir(beir_dir, split)
-    path = Path(runs_dir) / "route-lists.jsonl.gz"
+    lists: dict[str, dict[str, list[tuple[str, float]]]] = {}
+    backgrounds: dict[str, dict[str, Any]] = {}
+    owner: dict[str, str] = {}
+    qids: set[str] | None = None
+    for one in [d.strip() for d in str(runs_dir).split(",") if d.strip()]:
+        got, got_bg = _read_route_lists(Path(one) / "route-lists.jsonl.gz")
+        for route in {r for per in got.values() for r in per}:
+            if route in owner:
+                raise EvalConfigError(f"route {route!r} is in both {owner[route]} and {one}; give "
+                                      "each route's lists once")
+            owner[route] = one
+        for q, per in got.items():
+            lists.setdefault(q, {}).update(per)
+            backgrounds.setdefault(q, {}).update(got_bg.get(q, {}))
+        qids = set(got) if qids is None else qids & set(got)
+    if qids is None:
+        raise EvalConfigError(f"no runs dir given for {beir_dir} {split}")
+    qrels = {q: dict(data.qrels[q]) for q in lists if q in qids and data.qrels.get(q)}
+    types = {q: t for q in qrels if (t := data.query_type(q)) is not None}
+    name = data.name if data.name.endswith(split) else f"{data.name}-{split}"
+    return FitSet(name, qrels, {q: lists[q] for q in qrels}, types,
+                  {q: backgrounds.get(q, {}) for q in qrels})
+
+
+def _read_route_lists(path: Path) -> tuple[dict[str, dict[str, list]], dict[str, dict[str, Any]]]:
+    """``({qid: {route: [(doc, score), ...]}}, {qid: {route: background}})`` of one run."""
     if not path.is_file():
         raise EvalConfigError(f"{path} is missing: run `python -m evals beir` with a runs dir first")
     lists: dict[str, dict[str, list[tuple[str, float]]]] = {}
@@ -88,11 +118,7 @@ def load_set(beir_dir: str, split: str, runs_dir: str) -> FitSet:
                 backgrounds[row["qid"]] = dict(row.get("backgrounds") or {})
             except (ValueError, KeyError, TypeError) as exc:
                 raise EvalDataError(f"not a route-list line ({exc})", path=str(path), line=no) from None
-    qrels = {q: dict(data.qrels[q]) for q in lists if data.qrels.get(q)}
-    types = {q: t for q in qrels if (t := data.query_type(q)) is not None}
-    name = data.name if data.name.endswith(split) else f"{data.name}-{split}"
-    return FitSet(name, qrels, {q: lists[q] for q in qrels}, types,
-                  {q: backgrounds.get(q, {}) for q in qrels})
+    return lists, backgrounds
 
 
 def _query_data(lists: Mapping[str, list], routes: Sequence[str], qrels: Mapping[str, int],
@@ -322,7 +348,8 @@ def score_set(fs: FitSet, rankings: dict[str, dict[str, list[str]]], routes: Seq
 
 def add_arguments(parser) -> Any:
     parser.add_argument("--set", nargs=3, action="append", default=[], metavar=("BEIR_DIR", "SPLIT", "RUNS_DIR"),
-                        help="a training set: its BEIR folder, split and the beir run's runs dir (repeatable)")
+                        help="a training set: its BEIR folder, split and the beir run's runs dir, or "
+                             "several comma-separated (routes joined per query) (repeatable)")
     parser.add_argument("--holdout", nargs=3, action="append", default=[],
                         metavar=("BEIR_DIR", "SPLIT", "RUNS_DIR"),
                         help="a set only scored, by the model fitted on all training queries")

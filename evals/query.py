@@ -31,7 +31,11 @@ def docs_of_hits(paths_per_hit: Sequence[Sequence[str]], path_to_doc: Mapping[st
 def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fusion: Sequence[str],
               k: int, attribution_k: int, rrf_c: float, timebox: float, scope: Any,
               path_to_doc: Mapping[str, str]) -> dict[str, Any]:
-    """Everything one query contributes: per-label document lists, timings and run states."""
+    """Everything one query contributes: per-label document lists, timings and run states.
+
+    ``scored`` (the route lists offline fits read) holds each route's own list; a refine route
+    (``fuzzy``, ``rerank``), which has no candidates when run alone, gets the scores it gave in
+    the default search, whose generate routes supplied its pool."""
     pool = pool_size(k, "balanced")
     per_layer, times, states, backgrounds = {}, {}, {}, {}
     for r in routes:
@@ -76,6 +80,9 @@ def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fu
         paths = [h.paths for h in short_res.hits]
     top["default"] = docs_of_hits(paths, path_to_doc, attribution_k)
     default_states = {run.name: run.state.value for run in res.runs if run.name in routes}
+    for r in routes:  # a refine layer alone has no pool: record what it scored in the default's
+        if not per_layer.get(r) and "refine" in getattr(eng.layers.get(r), "roles", ()):
+            scored[r] = scored_docs(res.hits, r, path_to_doc)
     return {"rankings": rankings, "top": top, "pools": pools, "times": times,
             "states": states, "default_states": default_states, "scored": scored,
             "backgrounds": backgrounds}

@@ -174,3 +174,23 @@ def test_unknown_metric_lists_the_valid_names(beir_dir, tmp_path):
     assert "unknown metric 'ndgc@10'" in msg and "ndcg" in msg and "recall" in msg and "mrr" in msg
     with pytest.raises(EvalConfigError, match="valid policies: route-unique, rrf, combsum, combmnz"):
         run_beir(data, routes=["grep"], fusion=["rrf", "borda"], cache_root=tmp_path)
+
+
+def test_a_refine_route_records_what_it_scored_in_the_default_search(beir_dir, tmp_path):
+    from evals import evaluate_beir
+
+    data = load_beir(beir_dir, "test")
+    ev = evaluate_beir(data, routes=["bm25", "fuzzy"], fusion=["rrf"], timebox=5.0, k=20,
+                       cache_root=tmp_path)
+    n = ev.summary["n_queries"]
+    # alone, fuzzy has no pool to rescore ...
+    assert ev.summary["run_states"]["routes"]["fuzzy"] == {"skipped": n}
+    assert all(not ev.pools["fuzzy"][q] for q in ev.qids)
+    # ... so its recorded list is what it scored among the default search's hits
+    with_fuzzy = [q for q in ev.qids if ev.scored[q].get("fuzzy")]
+    assert with_fuzzy
+    for q in with_fuzzy:
+        docs = [d for d, _ in ev.scored[q]["fuzzy"]]
+        assert set(docs) <= set(ev.rankings["default"][q])
+        assert all(isinstance(s, float) for _, s in ev.scored[q]["fuzzy"])
+        assert set(docs) <= set(ev.pools["bm25"][q])  # the generate route supplied the pool

@@ -129,3 +129,35 @@ def test_min_gain_keeps_equal_weights_unless_a_move_pays():
         run_fit([fs], min_gain=-0.1)
     _, report = run_fit([fs], min_gain=0.0)
     assert report["min_gain"] == 0.0
+
+
+def test_load_set_joins_the_routes_of_several_runs(evaluation, beir_dir, tmp_path):
+    import gzip
+    import json
+
+    _, ev, out = evaluation
+    src = out / "result" / "runs" / "route-lists.jsonl.gz"
+    rows = [json.loads(line) for line in gzip.open(src, "rt", encoding="utf-8")]
+    assert len(rows) >= 2
+    whole = load_set(str(beir_dir), "test", str(src.parent))
+
+    def write(folder, keep, rows):
+        folder.mkdir()
+        with gzip.open(folder / "route-lists.jsonl.gz", "wt", encoding="utf-8") as fh:
+            for r in rows:
+                fh.write(json.dumps({"qid": r["qid"],
+                                     "routes": {k: v for k, v in r["routes"].items() if k in keep},
+                                     "backgrounds": {k: v for k, v in r["backgrounds"].items() if k in keep}}) + "\n")
+
+    write(tmp_path / "a", {"bm25"}, rows)
+    write(tmp_path / "b", {"grep", "names", "trigram"}, rows[1:])  # one query fewer
+    joined = load_set(str(beir_dir), "test", f"{tmp_path / 'a'},{tmp_path / 'b'}")
+    assert set(joined.qrels) == set(whole.qrels) - {rows[0]["qid"]}
+    for q in joined.qrels:
+        assert joined.lists[q] == whole.lists[q]
+        assert joined.backgrounds[q] == whole.backgrounds[q]
+    write(tmp_path / "c", {"bm25", "names"}, rows)
+    with pytest.raises(EvalConfigError, match="route 'bm25' is in both"):
+        load_set(str(beir_dir), "test", f"{tmp_path / 'a'},{tmp_path / 'c'}")
+    with pytest.raises(EvalConfigError, match="is missing"):
+        load_set(str(beir_dir), "test", f"{tmp_path / 'a'},{tmp_path / 'nowhere'}")
