@@ -76,8 +76,8 @@ def load_set(beir_dir: str, split: str, runs_dir: str) -> FitSet:
     """Qrels (and query types) from the BEIR folder, lists from ``runs_dir/route-lists.jsonl.gz``.
     ``runs_dir`` may name several run folders, comma-separated (runs of different routes over
     the same queries, e.g. the costly routes in one run and the cheap ones in another): their
-    routes are joined per query, over the queries every folder holds; a route in two folders is
-    an error."""
+    routes are joined per query, over the queries every folder holds; a route in two folders
+    must have the same lists in both (a deterministic layer run twice), else it is an error."""
     data = load_beir(beir_dir, split)
     lists: dict[str, dict[str, list[tuple[str, float]]]] = {}
     backgrounds: dict[str, dict[str, Any]] = {}
@@ -86,10 +86,11 @@ def load_set(beir_dir: str, split: str, runs_dir: str) -> FitSet:
     for one in [d.strip() for d in str(runs_dir).split(",") if d.strip()]:
         got, got_bg = _read_route_lists(Path(one) / "route-lists.jsonl.gz")
         for route in {r for per in got.values() for r in per}:
-            if route in owner:
-                raise EvalConfigError(f"route {route!r} is in both {owner[route]} and {one}; give "
-                                      "each route's lists once")
-            owner[route] = one
+            if route in owner and any(lists.get(q, {}).get(route) != per.get(route)
+                                      for q, per in got.items() if q in lists):
+                raise EvalConfigError(f"route {route!r} is in both {owner[route]} and {one}, with "
+                                      "different lists; give each route's lists once")
+            owner.setdefault(route, one)
         for q, per in got.items():
             lists.setdefault(q, {}).update(per)
             backgrounds.setdefault(q, {}).update(got_bg.get(q, {}))

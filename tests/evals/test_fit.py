@@ -156,8 +156,14 @@ def test_load_set_joins_the_routes_of_several_runs(evaluation, beir_dir, tmp_pat
     for q in joined.qrels:
         assert joined.lists[q] == whole.lists[q]
         assert joined.backgrounds[q] == whole.backgrounds[q]
-    write(tmp_path / "c", {"bm25", "names"}, rows)
-    with pytest.raises(EvalConfigError, match="route 'bm25' is in both"):
-        load_set(str(beir_dir), "test", f"{tmp_path / 'a'},{tmp_path / 'c'}")
+    write(tmp_path / "c", {"bm25", "names"}, rows)  # the same bm25 lists twice: accepted
+    again = load_set(str(beir_dir), "test", f"{tmp_path / 'a'},{tmp_path / 'c'}")
+    assert again.lists == {q: {r: v for r, v in whole.lists[q].items() if r in ("bm25", "names")}
+                           for q in whole.qrels}
+    changed = [dict(r, routes={k: [[d, (s or 0) + 1] for d, s in v] for k, v in r["routes"].items()})
+               for r in rows]
+    write(tmp_path / "d", {"bm25"}, changed)
+    with pytest.raises(EvalConfigError, match="route 'bm25' is in both .* with different lists"):
+        load_set(str(beir_dir), "test", f"{tmp_path / 'a'},{tmp_path / 'd'}")
     with pytest.raises(EvalConfigError, match="is missing"):
         load_set(str(beir_dir), "test", f"{tmp_path / 'a'},{tmp_path / 'nowhere'}")
