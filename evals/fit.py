@@ -194,14 +194,41 @@ MIN_GAIN = 0.005
 
 def fit_params(queries: Sequence[QueryData], routes: Sequence[str], rounds: int = 3,
                min_gain: float | None = None) -> np.ndarray:
-    """Coordinate ascent from equal weights over :data:`GRIDS` (deterministic); a move is taken
-    only when it gains more than ``min_gain`` (default :data:`MIN_GAIN`) mean nDCG@10."""
+    """Coordinate ascent over :data:`GRIDS` (deterministic) from two starts: equal weights, and
+    the best single route alone (weight 1, the others 0), from which routes join only when they
+    pay. A move is taken only when it gains more than ``min_gain`` (default :data:`MIN_GAIN`)
+    mean nDCG@10, and the second start's result replaces the first's only by more than that.
+
+    Why two: with many routes, equal weights start far from a good point, and removing several
+    weak routes one at a time rarely pays the threshold at each step (measured on SciFact +
+    CoSQA + stdlib with 10 routes: the equal start stopped at 0.6886, the sparse one reached a
+    higher training objective)."""
     gain = MIN_GAIN if min_gain is None else float(min_gain)
-    params = np.tile(np.array([1.0, 0.0, 0.0]), (len(routes), 1))
+    equal = np.tile(np.array([1.0, 0.0, 0.0]), (len(routes), 1))
+    starts = [equal]  # equal first: it is kept unless the sparse start beats it
+    if len(routes) > 1:
+        alone = []
+        for j in range(len(routes)):
+            only = np.zeros_like(equal)
+            only[j, 0] = 1.0
+            alone.append(objective(queries, only))
+        sparse = np.zeros_like(equal)
+        sparse[int(np.argmax(alone)), 0] = 1.0
+        starts.append(sparse)
+    best_params, best_obj = _ascend(queries, equal, rounds, gain)
+    for start in starts[1:]:  # leaving the equal start is a move too: it must pay the threshold
+        params, got = _ascend(queries, start, rounds, gain)
+        if got > best_obj + max(gain, 1e-9):
+            best_params, best_obj = params, got
+    return best_params
+
+
+def _ascend(queries: Sequence[QueryData], params: np.ndarray, rounds: int,
+            gain: float) -> tuple[np.ndarray, float]:
     best = objective(queries, params)
     for _ in range(rounds):
         improved = False
-        for j in range(len(routes)):
+        for j in range(len(params)):
             for c, name in enumerate(("base", "signal", "agree")):
                 for v in GRIDS[name]:
                     if v == params[j, c]:
@@ -213,7 +240,7 @@ def fit_params(queries: Sequence[QueryData], routes: Sequence[str], rounds: int 
                         best, params, improved = got, trial, True
         if not improved:
             break
-    return params
+    return params, best
 
 
 def to_model(params: np.ndarray, routes: Sequence[str], **meta: Any) -> FusionModel:

@@ -167,3 +167,29 @@ def test_load_set_joins_the_routes_of_several_runs(evaluation, beir_dir, tmp_pat
         load_set(str(beir_dir), "test", f"{tmp_path / 'a'},{tmp_path / 'd'}")
     with pytest.raises(EvalConfigError, match="is missing"):
         load_set(str(beir_dir), "test", f"{tmp_path / 'a'},{tmp_path / 'nowhere'}")
+
+
+def test_fit_starts_from_the_best_route_alone_when_equal_weights_are_stuck():
+    """Five noisy routes, each listing 40 of 80 documents at random: with equal weights their
+    wrong documents pile up above the relevant one, and no single step away from equal weights
+    fixes that. The second start (the best route alone) finds the good route's ranking."""
+    from evals.fit import _ascend
+
+    rng = random.Random(0)
+    routes = ["good"] + [f"noise{i}" for i in range(5)]
+    qs = []
+    for i in range(30):
+        rel, docs = f"rel{i}", [f"q{i}d{j}" for j in range(80)]
+        lists = {"good": [(d, 10 - 0.1 * k) for k, d in enumerate([rel] + docs[:40])]}
+        for b in range(5):
+            mixed = docs[:]
+            rng.shuffle(mixed)
+            lists[f"noise{b}"] = [(d, 10 - 0.1 * k + rng.random()) for k, d in enumerate(mixed[:40])]
+        qs.append(_query_data(lists, routes, {rel: 1}, "zscore"))
+    equal = np.tile([1.0, 0.0, 0.0], (len(routes), 1))
+    _, got = _ascend(qs, equal, 3, 0.005)
+    assert got < 0.5  # equal weights, and the ascent from them, rank noise first
+    params = fit_params(qs, routes)
+    assert objective(qs, params) == pytest.approx(1.0)
+    weights = np.maximum(0, params[:, 0])
+    assert weights[0] > 0 and not weights[1:].any()
