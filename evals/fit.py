@@ -320,7 +320,8 @@ def run_fit(train: Sequence[FitSet], holdout: Sequence[FitSet] = (), *, folds: i
     model = to_model(final, routes, name="adaptive-fitted", norm=norm,
                      trained_on=tuple(f"{fs.name} ({len(fs.lists)} queries)" for fs in train),
                      info={"objective": "mean nDCG@10", "held_out": info,
-                           "fit": "coordinate ascent from equal weights over evals.fit.GRIDS, 3 rounds, "
+                           "fit": "coordinate ascent over evals.fit.GRIDS, 3 rounds, from equal weights and "
+                                  "from the best route alone (kept only when better by the threshold), "
                                   f"a move taken when it gains more than {gain} mean nDCG@10; per norm, "
                                   "the norm with the best training objective kept",
                            "norms_tried": report["norms_tried"]})
