@@ -193,3 +193,33 @@ def test_fit_starts_from_the_best_route_alone_when_equal_weights_are_stuck():
     assert objective(qs, params) == pytest.approx(1.0)
     weights = np.maximum(0, params[:, 0])
     assert weights[0] > 0 and not weights[1:].any()
+
+
+def test_the_batched_objective_equals_the_per_query_ndcg_including_ties():
+    """QueryBatch ranks by counting, not sorting: it must give the stable sort's nDCG@10,
+    ties broken by listing order, the RRF fallback when no route has weight, and 0 for a query
+    whose relevant document no route listed."""
+    from evals.fit import QueryBatch, _ndcg10, _scores
+
+    rng = random.Random(3)
+    routes = ["a", "b", "c"]
+    qs = []
+    for i in range(25):
+        docs = [f"q{i}d{j}" for j in range(rng.randint(5, 60))]
+        lists = {r: [(d, float(rng.randint(0, 12))) for d in rng.sample(docs, min(len(docs), 30))]
+                 for r in routes if rng.random() < 0.9}
+        lists = {r: sorted(v, key=lambda x: -x[1]) for r, v in lists.items()} or {"a": [(docs[0], 1.0)]}
+        rel = {rng.choice(docs): rng.choice([1, 2])} if i % 5 else {"never-listed": 1}
+        qs.append(_query_data(lists, routes, rel, "minmax"))
+    batch = QueryBatch(qs)
+    grid = [np.zeros((3, 3)), np.tile([1.0, 0.0, 0.0], (3, 1)),
+            np.array([[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.5, 0.0, -1.0]]),
+            np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])]  # 'a' alone: many exact ties
+    for params in grid:
+        expected = [_ndcg10(q, _scores(q, params)) for q in qs]
+        assert batch.ndcg(params) == pytest.approx(expected)
+        assert objective(qs, params) == pytest.approx(float(np.mean(expected)))
+    assert objective(batch, grid[0]) == objective(qs, grid[0])
+    assert 0.0 < objective(qs, grid[1]) < 1.0
+    assert sum(q.usable.all() for q in qs) > 10  # most queries are fused, not left to RRF
+    assert all(batch.ndcg(grid[1])[i] == 0.0 for i in range(0, 25, 5))  # relevant doc never listed
