@@ -94,8 +94,12 @@ def test_bgz_reads_the_recorded_backgrounds():
     assert np.allclose(qd.ev[:, 0], tz.ev[:, 0])  # 'bad' has none: the tailz scale
 
 
-def test_fit_picks_the_normalisation_that_fits_its_training_queries():
+@pytest.mark.parametrize("method", ["listwise", "ascent"])
+def test_fit_picks_the_normalisation_that_fits_its_training_queries(method):
     from evals.fit import best_fit
+    from evals.fit_listwise import fit_listwise
+
+    fitter = (lambda qs, routes: fit_params(qs, routes)) if method == "ascent" else fit_listwise
 
     fs = synthetic(12)
     routes = ["bad", "good"]
@@ -103,12 +107,14 @@ def test_fit_picks_the_normalisation_that_fits_its_training_queries():
                for n in ("minmax", "evidence", "zscore")}
     # equal weights on the evidence scale: 'bad''s top (9.5 on a 5.0 background) beats 'good''s 9.0
     assert objective(by_norm["evidence"], np.tile([1.0, 0.0, 0.0], (2, 1))) < 1.0
-    norm, params, tried = best_fit(by_norm, routes)
-    assert tried == {n: pytest.approx(objective(by_norm[n], fit_params(by_norm[n], routes))) for n in by_norm}
+    norm, params, tried = best_fit(by_norm, routes, method=method, select="train")
+    assert tried == {n: pytest.approx(objective(by_norm[n], fitter(by_norm[n], routes))) for n in by_norm}
     assert tried[norm] == max(tried.values()) == pytest.approx(1.0)
     assert norm == next(n for n in by_norm if tried[n] == max(tried.values()))  # ties: first listed
-    assert np.array_equal(params, fit_params(by_norm[norm], routes))
-    model, report = run_fit([fs], folds=2, norms=("zscore", "minmax"))
+    assert np.array_equal(params, np.round(fitter(by_norm[norm], routes), 4))
+    model, report = run_fit([fs], folds=2, norms=("zscore", "minmax"), method=method, select="train")
+    assert report["method"] == method
+    assert model.info["fit"].startswith({"listwise": "listwise softmax", "ascent": "coordinate ascent"}[method])
     assert model.norm == report["norm"] == max(report["norms_tried"], key=lambda n: (report["norms_tried"][n], n == "zscore"))
     assert all(m["norm"] in ("zscore", "minmax") for m in report["fold_models"])
     with pytest.raises(EvalConfigError, match="norms must be some of"):
@@ -127,8 +133,8 @@ def test_min_gain_keeps_equal_weights_unless_a_move_pays():
     assert objective(qs, fit_params(qs, routes, min_gain=(1.0 - start) / 4)) > start
     with pytest.raises(EvalConfigError, match="min_gain"):
         run_fit([fs], min_gain=-0.1)
-    _, report = run_fit([fs], min_gain=0.0)
-    assert report["min_gain"] == 0.0
+    _, report = run_fit([fs], min_gain=0.0, method="ascent")
+    assert report["min_gain"] == 0.0 and "l2" not in report
 
 
 def test_load_set_joins_the_routes_of_several_runs(evaluation, beir_dir, tmp_path):
@@ -173,7 +179,7 @@ def test_fit_starts_from_the_best_route_alone_when_equal_weights_are_stuck():
     """Five noisy routes, each listing 40 of 80 documents at random: with equal weights their
     wrong documents pile up above the relevant one, and no single step away from equal weights
     fixes that. The second start (the best route alone) finds the good route's ranking."""
-    from evals.fit import _ascend
+    from evals.fit_ascent import _ascend
 
     rng = random.Random(0)
     routes = ["good"] + [f"noise{i}" for i in range(5)]
@@ -199,7 +205,7 @@ def test_the_batched_objective_equals_the_per_query_ndcg_including_ties():
     """QueryBatch ranks by counting, not sorting: it must give the stable sort's nDCG@10,
     ties broken by listing order, the RRF fallback when no route has weight, and 0 for a query
     whose relevant document no route listed."""
-    from evals.fit import QueryBatch, _ndcg10, _scores
+    from evals.fit_data import QueryBatch, _ndcg10, _scores
 
     rng = random.Random(3)
     routes = ["a", "b", "c"]
@@ -223,3 +229,84 @@ def test_the_batched_objective_equals_the_per_query_ndcg_including_ties():
     assert 0.0 < objective(qs, grid[1]) < 1.0
     assert sum(q.usable.all() for q in qs) > 10  # most queries are fused, not left to RRF
     assert all(batch.ndcg(grid[1])[i] == 0.0 for i in range(0, 25, 5))  # relevant doc never listed
+
+
+def test_listwise_fit_trusts_the_right_route_and_leaves_silent_routes_at_equal_weight():
+    from evals.fit_listwise import fit_listwise
+
+    fs = synthetic(12)
+    routes = ["bad", "good", "silent"]  # 'silent' lists nothing for any query
+    qs = [_query_data(fs.lists[q], routes, fs.qrels[q], "evidence") for q in fs.lists]
+    assert objective(qs, np.tile([1.0, 0.0, 0.0], (3, 1))) < 1.0
+    params = fit_listwise(qs, routes)
+    assert objective(qs, params) == pytest.approx(1.0)
+    assert params[1, 0] > params[0, 0]
+    assert params[2].tolist() == [1.0, 0.0, 0.0]  # no data: the pull keeps equal weight
+    strong = fit_listwise(qs, routes, l2=1e4)  # a pull this strong leaves the weights where they start
+    assert np.allclose(strong, np.tile([1.0, 0.0, 0.0], (3, 1)), atol=1e-3)
+    assert np.array_equal(fit_listwise(qs, routes), params)  # deterministic
+    with pytest.raises(EvalConfigError, match="l2 must be"):
+        fit_listwise(qs, routes, l2=-1.0)
+    with pytest.raises(EvalConfigError, match="3 routes, 2 route names"):
+        fit_listwise(qs, routes[:2])
+    with pytest.raises(EvalConfigError, match="method must be one of"):
+        run_fit([fs], method="newton")
+    with pytest.raises(EvalConfigError, match="l2 must be"):
+        run_fit([fs], l2=float("nan"))
+
+
+def test_listwise_fit_learns_a_query_adaptive_weight():
+    """'sharp' is right exactly when its top hit stands far out (a strong top evidence) and
+    wrong otherwise; 'steady' is right on every query but lists its relevant document second.
+    The fit must learn to follow 'sharp' only when its top is strong: a positive ``signal``."""
+    from evals.fit_listwise import fit_listwise
+
+    rng = random.Random(7)
+    routes = ["sharp", "steady"]
+    qs = []
+    for i in range(40):
+        rel, docs = f"rel{i}", [f"q{i}d{j}" for j in range(60)]
+        bg = [5.0 - 0.5 * math.log(r) for r in range(2, 62)]
+        strong = i % 2 == 0
+        first = rel if strong else rng.choice(docs[20:])
+        sharp = [(first, 12.0 if strong else 5.2)] + [(d, s) for d, s in zip(docs, bg) if d != first][:59]
+        steady = [(docs[0], 9.0), (rel, 8.9)] + list(zip(docs[1:59], bg))
+        qs.append(_query_data({"sharp": sharp, "steady": steady}, routes, {rel: 1}, "zscore"))
+    tops = np.array([q.top[0] for q in qs])
+    assert tops[::2].min() > tops[1::2].max()  # the probe separates the two kinds of query
+    params = fit_listwise(qs, routes)
+    assert params[0, 1] > 0  # sharp's weight rises with its top evidence
+    static = np.array([[params[0, 0], 0.0, 0.0], params[1]])
+    assert objective(qs, params) > objective(qs, static)
+
+
+def test_inner_selection_scores_each_norm_held_out_on_alternate_queries():
+    """With select="inner" each norm is scored by fitting on alternate queries and ranking the
+    others (both ways), and the kept norm is the best of those held-out scores; the final weights
+    are then fitted on all queries with that norm."""
+    from evals.fit import best_fit
+
+    fs = synthetic(16)
+    routes = ["bad", "good"]
+    honest = [_query_data(fs.lists[q], routes, fs.qrels[q], "zscore") for q in sorted(fs.lists)]
+    by_norm = {"zscore": honest, "minmax": [_query_data(fs.lists[q], routes, fs.qrels[q], "minmax")
+                                             for q in sorted(fs.lists)]}
+    norm, params, tried = best_fit(by_norm, routes)  # listwise, inner selection
+    assert set(tried) == {"zscore", "minmax"}
+    # each norm's score is its held-out nDCG@10 over both inner halves
+    from evals.fit_data import QueryBatch
+    from evals.fit_listwise import fit_listwise
+
+    for n, qs in by_norm.items():
+        a, b = qs[0::2], qs[1::2]
+        expected = np.concatenate([QueryBatch(a).ndcg(fit_listwise(b, routes)),
+                                   QueryBatch(b).ndcg(fit_listwise(a, routes))]).mean()
+        assert tried[n] == pytest.approx(expected)
+    assert tried[norm] == max(tried.values())
+    assert np.array_equal(params, np.round(fit_listwise(by_norm[norm], routes), 4))
+    _, report = run_fit([fs], norms=("zscore", "minmax"))
+    assert report["norm_select"] == "inner"
+    _, report = run_fit([fs], norms=("zscore",))
+    assert report["norm_select"] == "only one"
+    with pytest.raises(EvalConfigError, match="select must be one of"):
+        run_fit([fs], select="oracle")
