@@ -7,6 +7,7 @@ Reads each runs dir's ``route-lists.jsonl.gz`` (written by ``python -m evals bei
 route's list to ``--pool`` documents (the engine takes ``pool = max(20, 5 k)`` hits per layer:
 100 for the default ``k = 20``) and times ``lar.fusion.fuse`` per query for every policy, all
 policies interleaved query by query in one process so machine noise hits them alike.
+``adaptive (by unit)`` is the engine's default path (``units=``, :mod:`lar.fusion_units`).
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from pathlib import Path
 
 from lar.fusion import POLICIES, fuse
 from lar.fusion_adaptive import load_model
+
+UNITS = "adaptive (by unit)"
 
 
 def load_lists(runs_dir: Path, pool: int) -> list[dict[str, list[tuple[str, float]]]]:
@@ -44,12 +47,21 @@ def main() -> None:
     results = {}
     for d in args.runs_dirs:
         queries = load_lists(Path(d), args.pool)
-        times = {p: [] for p in POLICIES}
+        labels = [*POLICIES, UNITS]
+        times = {p: [] for p in labels}
         for _ in range(args.repeat):
             for runs in queries:
-                for p in POLICIES:
+                # the documents as their own units: the unit path's whole cost (its second,
+                # per-place pass included), with the ranking of the per-place one
+                units = {d: d for items in runs.values() for d, _ in items}
+                for p in labels:
                     t0 = time.perf_counter()
-                    fuse(p, runs, k=20, model=model) if p == "adaptive" else fuse(p, runs, k=20)
+                    if p == UNITS:
+                        fuse("adaptive", runs, k=20, model=model, units=units)
+                    elif p == "adaptive":
+                        fuse(p, runs, k=20, model=model)
+                    else:
+                        fuse(p, runs, k=20)
                     times[p].append(time.perf_counter() - t0)
         base = statistics.median(times["route-unique"])
         results[Path(d).name] = {

@@ -60,14 +60,15 @@ def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fu
     groups = group_hits(fused_input)
     runs = runs_for_fusion(groups, fused_input)
     by_key = {g.key: g for g in groups}
+    units = {g.key: g.span.hash for g in groups}  # adaptive fuses by unit, as the engine does
     shared = time.perf_counter() - t0
     for policy in fusion:
         t0 = time.perf_counter()
-        items = fuse(policy, runs, k=k, c=rrf_c) if groups else []
+        items = fuse(policy, runs, k=k, c=rrf_c, units=units) if groups else []
         paths = [merged_hit(by_key[it.key], dict(it.ranks)).paths for it in items]
         times[f"fusion:{policy}"] = shared + time.perf_counter() - t0
         rankings[f"fusion:{policy}"] = docs_of_hits(paths, path_to_doc)
-        short = fuse(policy, runs, k=attribution_k, c=rrf_c) if groups else []
+        short = fuse(policy, runs, k=attribution_k, c=rrf_c, units=units) if groups else []
         top[f"fusion:{policy}"] = docs_of_hits([merged_hit(by_key[it.key]).paths for it in short],
                                                path_to_doc)
     t0 = time.perf_counter()

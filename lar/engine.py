@@ -250,6 +250,15 @@ class Engine(Recording):
             raise ConfigError(f"config 'fusion_partial' must be 'guard' or 'keep', got {mode!r}")
         return mode == "guard"
 
+    def _fuse_by_unit(self) -> bool:
+        """config ``fusion_units``: ``"unit"`` (default: ``adaptive`` fuses each layer's evidence
+        per unit, so a unit found at different places by different layers gets it combined, as
+        the packaged model was fitted) or ``"span"`` (per place, as the other policies do)."""
+        mode = self.config.get("fusion_units", "unit")
+        if mode not in ("unit", "span"):
+            raise ConfigError(f"config 'fusion_units' must be 'unit' or 'span', got {mode!r}")
+        return mode == "unit"
+
     def _maybe_rescan(self) -> None:
         stale = time.monotonic() - self._last_scan_at > self.refresh_interval
         busy = self._scan_future is not None and not self._scan_future.done()
@@ -385,7 +394,7 @@ class Engine(Recording):
                                     k=k, emphasis=emphasis, fusion=fusion, rrf_c=rrf_c,
                                     strict=strict, skipped=skipped, prepare=prepare,
                                     fusion_model=self.config.get("fusion_model"),
-                                    partial_guard=self._partial_guard())
+                                    partial_guard=self._partial_guard(), by_unit=self._fuse_by_unit())
         finally:
             with self._active_lock:
                 self._active -= 1

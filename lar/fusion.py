@@ -29,7 +29,7 @@ import numbers
 import statistics
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Hashable, Mapping, Sequence
+from typing import Any, Hashable, Mapping, Sequence
 
 from .errors import ConfigError
 
@@ -289,7 +289,7 @@ def partial_factors(runs: Runs, partial, depth: int = PARTIAL_DEPTH) -> dict[str
 
 
 def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEFAULT_C,
-                    partial=(), backgrounds=None):
+                    partial=(), backgrounds=None, units: Mapping[Key, Any] | None = None):
     """Query-adaptive fusion (see :mod:`lar.fusion_adaptive`). Returns ``(items, probes,
     weights, fits)``: the fused items, each route's :class:`lar.probe.RouteProbe`, its weight
     and its background fit (None when it has none).
@@ -299,25 +299,53 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     that a half-done scan of the wrong units does not outvote the complete lists.
 
     ``backgrounds`` (``{route: ScoreBackground or its dict}``, see :mod:`lar.background`) is
-    what a ``"bgz"`` model reads each route's scores against; routes without one use ``tailz``."""
-    from .fusion_adaptive import load_model, probe_runs, route_values
+    what a ``"bgz"`` model reads each route's scores against; routes without one use ``tailz``.
+
+    ``units`` (``{key: unit}``, e.g. a place's content hash) fuses by object identity: each
+    route's list is first reduced to units (a unit at its best key in that route), the probes,
+    scales and weights are read from those lists, and a unit that stands out in several routes
+    gets their combined evidence even when each route found it at a different place. The unit's
+    best key (the highest score of the key-level fusion with the same weights) carries the
+    unit's score; its other keys keep their own score, capped at the unit's, so they do not
+    crowd the top. This is what ``python -m evals fit`` fits on (one document = one unit).
+    Keys missing from ``units`` are their own unit."""
+    from .fusion_adaptive import load_model
 
     k = _check_k(k)
     table = _collect(runs)
     model = load_model(model)
     dedup = {r: [(key, table.cands[key].raw[r]) for key in table.route_keys[r]] for r in table.routes}
-    probes, fits = probe_runs(dedup)
-    values = route_values(dedup, fits, model.norm, backgrounds)
-    weights = {r: model.weights_for(r).weight(probes[r]) for r in table.routes}
-    for r, f in partial_factors(dedup, partial).items():
-        weights[r] *= f
-    if not any(w > 0 for w in weights.values()):
+    if units is not None:  # falls back to places when no route's unit list carries signal
+        from .fusion_units import by_unit, unit_scores
+
+        lists = {r: by_unit(items, units) for r, items in dedup.items()}
+        probes, fits, weights, live = _weigh(lists, model, partial, backgrounds)
+        if live:
+            scores = unit_scores(table, dedup, units, live, weights, model.norm, backgrounds)
+            return _fused(table, scores, k), probes, weights, fits
+    probes, fits, weights, live = _weigh(dedup, model, partial, backgrounds)
+    if not live:
         return rrf(runs, k, c), probes, weights, fits
-    live = [(r, weights[r], *values[r]) for r in table.routes if weights[r] > 0 and r in values]
-    scores = {key: math.fsum(w * vals.get(key, floor) for _, w, vals, floor in live)
-              for key in table.cands}
-    ordered = _ordered(table, scores)[:k]
-    return [_item(table, cand, scores[cand.key], "core") for cand in ordered], probes, weights, fits
+    scores = {key: math.fsum(w * vals.get(key, floor) for _, w, vals, floor in live) for key in table.cands}
+    return _fused(table, scores, k), probes, weights, fits
+
+
+def _fused(table: _Table, scores: Mapping[Key, float], k: int | None) -> list[FusedItem]:
+    return [_item(table, cand, scores[cand.key], "core") for cand in _ordered(table, scores)[:k]]
+
+
+def _weigh(lists, model, partial, backgrounds):
+    """Probes, background fits and weights of ``lists`` (``{route: [(key, score), ...]}``
+    distinct keys, best first), and the live routes as ``(route, weight, values, floor)``."""
+    from .fusion_adaptive import probe_runs, route_values
+
+    probes, fits = probe_runs(lists)
+    values = route_values(lists, fits, model.norm, backgrounds)
+    weights = {r: model.weights_for(r).weight(probes[r]) for r in lists}
+    for r, f in partial_factors(lists, partial).items():
+        weights[r] *= f
+    live = [(r, weights[r], *values[r]) for r in lists if weights[r] > 0 and r in values]
+    return probes, fits, weights, live
 
 
 def adaptive(runs: Runs, k: int | None = None, model=None, c: float = DEFAULT_C) -> list[FusedItem]:
@@ -333,13 +361,15 @@ def fuse(
     *,
     norm: str = "minmax",
     model=None,
+    units: Mapping[Key, Any] | None = None,
 ) -> list[FusedItem]:
     """Fuse ``runs`` with ``policy`` (one of :data:`POLICIES`).
 
     ``c`` is used by ``"rrf"`` and ``"route-unique"`` (and by ``"adaptive"`` when it falls back
     to RRF); ``norm`` by ``"combsum"`` and ``"combmnz"``; ``model`` (a
     :class:`lar.fusion_adaptive.FusionModel`, a mapping or a JSON path; None: the packaged one)
-    by ``"adaptive"``.  Empty ``runs`` give ``[]``.
+    and ``units`` (``{key: unit}``: fuse by unit, see :func:`adaptive_fusion`) by ``"adaptive"``.
+    Empty ``runs`` give ``[]``.
     """
     if policy not in POLICIES:
         raise ConfigError(f"unknown fusion policy {policy!r}; valid policies: {', '.join(POLICIES)}")
@@ -359,7 +389,7 @@ def fuse(
     if policy == "pvalue":
         return combsum(runs, k, "pvalue")
     if policy == "adaptive":
-        return adaptive(runs, k, model, c)
+        return adaptive_fusion(runs, k, model, c, units=units)[0]
     return combmnz(runs, k, norm)
 
 

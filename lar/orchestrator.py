@@ -126,6 +126,7 @@ async def orchestrate(
     prepare=None,
     fusion_model: Any = None,
     partial_guard: bool = True,
+    by_unit: bool = True,
 ) -> dict[str, Any]:
     t0 = time.monotonic()
     deadline = t0 + timebox
@@ -256,8 +257,9 @@ async def orchestrate(
             cut = [n for n in fruns if n in runs and runs[n].state is RunState.ABORTED] if partial_guard else []
             cut_factors = partial_factors(fruns, cut)
             backgrounds = {n: (runs[n].probe or {}).get("background") for n in fruns if n in runs}
+            units = {g.key: g.span.hash for g in groups} if by_unit else None
             fused, probes, weights, fits = adaptive_fusion(fruns, k=k, model=fusion_model, c=rrf_c,
-                                                           partial=cut, backgrounds=backgrounds)
+                                                           partial=cut, backgrounds=backgrounds, units=units)
         else:
             fused = fuse(fusion, fruns, k=k, c=rrf_c)
             probes, fits = probe_runs(fruns)

@@ -291,7 +291,7 @@ def test_inner_selection_scores_each_norm_held_out_on_alternate_queries():
     honest = [_query_data(fs.lists[q], routes, fs.qrels[q], "zscore") for q in sorted(fs.lists)]
     by_norm = {"zscore": honest, "minmax": [_query_data(fs.lists[q], routes, fs.qrels[q], "minmax")
                                              for q in sorted(fs.lists)]}
-    norm, params, tried = best_fit(by_norm, routes)  # listwise, inner selection
+    norm, params, tried = best_fit(by_norm, routes, select="inner")  # listwise
     assert set(tried) == {"zscore", "minmax"}
     # each norm's score is its held-out nDCG@10 over both inner halves
     from evals.fit_data import QueryBatch
@@ -304,7 +304,7 @@ def test_inner_selection_scores_each_norm_held_out_on_alternate_queries():
         assert tried[n] == pytest.approx(expected)
     assert tried[norm] == max(tried.values())
     assert np.array_equal(params, np.round(fit_listwise(by_norm[norm], routes), 4))
-    _, report = run_fit([fs], norms=("zscore", "minmax"))
+    _, report = run_fit([fs], norms=("zscore", "minmax"), select="inner")
     assert report["norm_select"] == "inner"
     _, report = run_fit([fs], norms=("zscore",))
     assert report["norm_select"] == "only one"

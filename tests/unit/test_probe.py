@@ -228,3 +228,45 @@ def test_a_cut_run_that_scanned_elsewhere_does_not_outvote_the_finished_ones():
     _, _, w_over, _ = adaptive_fusion({**runs, "late": over}, k=3, model=model, partial=["late"])
     top = {key for r in ("dense", "flat", "bm25") for key, _ in runs[r][:10]}
     assert w_over["late"] == pytest.approx(5 / len(top))
+
+
+def _two_routes_split_evidence():
+    """Unit U is found by 'a' at place u1 and by 'b' at place u2 (each route's second best);
+    unit V is first in 'a' at v1 and nowhere in 'b'; W first in 'b' only. Per place nobody
+    has two routes; per unit, U has both. ('a' also lists a third place of U, u3, last.)"""
+    bg = background(60, start=3)
+    a = [("v1", 8.0), ("u1", 7.5)] + [(f"a{r}", s) for r, s in enumerate(bg, start=3)] + [("u3", bg[-1])]
+    b = [("w1", 8.0), ("u2", 7.5)] + [(f"b{r}", s) for r, s in enumerate(bg, start=3)]
+    units = {"u1": "U", "u2": "U", "u3": "U", "v1": "V", "w1": "W"}
+    return {"a": a, "b": b}, units
+
+
+def test_unit_fusion_combines_a_units_evidence_found_at_different_places():
+    runs, units = _two_routes_split_evidence()
+    model = FusionModel(norm="zscore")
+    by_place, *_ = adaptive_fusion(runs, k=4, model=model)
+    assert {it.key for it in by_place[:2]} == {"v1", "w1"}  # each route's top, alone
+    by_unit, probes, weights, _ = adaptive_fusion(runs, k=4, model=model, units=units)
+    assert by_unit[0].key in ("u1", "u2")  # U stands out in both routes: combined, it leads
+    assert {it.key for it in by_unit[1:3]} == {"v1", "w1"}
+    # U's other place does not ride on the unit's score: it sits below V and W
+    keys = [it.key for it in adaptive_fusion(runs, k=None, model=model, units=units)[0]]
+    assert keys.index({"u1": "u2", "u2": "u1"}[by_unit[0].key]) > keys.index("v1")
+    assert by_unit[0].score > by_unit[1].score
+    assert probes["a"].n == 60 and weights == {"a": 1.0, "b": 1.0}  # probed on unit lists (u3 is U)
+    assert adaptive_fusion(runs, k=4, model=model)[1]["a"].n == 61
+    # keys absent from units are their own unit: the same as fusing by place
+    assert [it.key for it in adaptive_fusion(runs, k=4, model=model, units={})[0]] == [it.key for it in by_place]
+
+
+def test_unit_fusion_falls_back_to_places_when_one_unit_holds_every_hit():
+    """Every hit in one file: a unit list of one entry carries no signal, so the places are
+    fused as before (not RRF)."""
+    bg = background(40)
+    runs = {"a": [(f"p{i}", s) for i, s in enumerate(bg)], "b": [(f"p{39 - i}", s) for i, s in enumerate(bg)]}
+    units = {f"p{i}": "only" for i in range(40)}
+    model = FusionModel(norm="zscore", routes={"a": RouteWeights(2.0), "b": RouteWeights(1.0)})
+    got, probes, weights, _ = adaptive_fusion(runs, k=5, model=model, units=units)
+    want, _, _, _ = adaptive_fusion(runs, k=5, model=model)
+    assert [it.key for it in got] == [it.key for it in want] and got[0].key == "p0"
+    assert weights == {"a": 2.0, "b": 1.0} and probes["a"].n == 40
