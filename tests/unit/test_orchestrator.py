@@ -201,3 +201,26 @@ def test_layer_backgrounds_reach_the_probe_and_bgz_fusion(scanners, corpus, tmp_
         finally:
             ScanB.background = {"n": 5000, "mean": 10.0, "std": 8.0}
         assert [h.span.start for h in res.hits] == [96, 92, 88]
+
+
+def test_fusion_units_mode_is_checked_and_decides_what_adaptive_fuses_by(corpus, tmp_path, monkeypatch):
+    import lar.orchestrator as orch
+
+    seen = []
+    real = orch.adaptive_fusion
+
+    def spy(runs, *args, units=None, **kw):
+        seen.append(units)
+        return real(runs, *args, units=units, **kw)
+
+    monkeypatch.setattr(orch, "adaptive_fusion", spy)
+    with lar.open(corpus, state=tmp_path / "s", config={"fusion_units": "file"}) as eng:
+        with pytest.raises(lar.ConfigError, match="'unit' or 'span'"):
+            eng.search("parse", timebox=5, layers=["grep"])
+    with lar.open(corpus, state=tmp_path / "s") as eng:  # default: by unit
+        res = eng.search("parse", timebox=5, layers=["grep"])
+    assert res.hits and seen[-1] is not None
+    assert all(seen[-1][h.span.id] == h.span.hash for h in res.hits)  # each place -> its unit
+    with lar.open(corpus, state=tmp_path / "s", config={"fusion_units": "span"}) as eng:
+        eng.search("parse", timebox=5, layers=["grep"])
+    assert seen[-1] is None
