@@ -41,6 +41,7 @@ from .errors import EvalConfigError, EvalDataError
 from .fit_ascent import GRIDS, MIN_GAIN, fit_params
 from .fit_data import QueryBatch, QueryData, _query_data, _scores, objective
 from .fit_listwise import L2, fit_listwise
+from .metrics import evaluate, rounded
 
 #: how the weights are fitted: the listwise loss (default) or coordinate ascent on nDCG@10
 METHODS = ("listwise", "ascent")
@@ -49,7 +50,6 @@ METHODS = ("listwise", "ascent")
 SELECTS = ("train", "inner")
 #: decimals of a fitted weight: the saved model stays readable, the ranking does not change
 DECIMALS = 4
-from .metrics import evaluate, rounded
 
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 BASELINES = ("rrf", "route-unique", "combsum", "pvalue")
@@ -204,7 +204,8 @@ def run_fit(train: Sequence[FitSet], holdout: Sequence[FitSet] = (), *, folds: i
             for name, s in report["sets"].items()}
     model = to_model(final, routes, name="adaptive-fitted", norm=norm,
                      trained_on=tuple(f"{fs.name} ({len(fs.lists)} queries)" for fs in train),
-                     info={"objective": "mean nDCG@10", "held_out": info,
+                     info={"objective": ("listwise softmax loss; the scale by mean nDCG@10" if method == "listwise"
+                                         else "mean nDCG@10"), "held_out": info,
                            "fit": describe_fit(method, gain, l2, select, norms),
                            "norms_tried": report["norms_tried"]})
     report["model"] = model.to_dict()
