@@ -1,18 +1,18 @@
-"""The fusion fit's default method: a listwise softmax loss over each query's candidates,
-with an L2 pull towards equal weights, minimised by L-BFGS-B.
+"""The fusion fit's default method: a listwise softmax loss over each query's candidates, with an
+L2 pull towards equal weights, minimised by L-BFGS-B.
 
-A query's fused score of document d is ``sum_r w_r(q) * value_r(d)`` with
-``w_r(q) = max(0, base_r + signal_r * top_r(q) + agree_r * agreement_r(q))``
+A query's fused score of document d is ``sum_r w_r(q) * value_r(d)`` with ``w_r(q) = max(0,
+base_r + signal_r * top_r(q) + agree_r * agreement_r(q))``
 (:class:`lar.fusion_adaptive.RouteWeights`). The loss is the cross-entropy between the softmax
 of those scores over the query's candidates and the relevance targets (gains ``2^g - 1``,
-normalised): ListNet's top-one loss. The loss takes the weights as linear in the parameters
-(no clip at 0), which makes it convex: one optimum, found by L-BFGS-B, all routes moving
-together instead of one grid step at a time. The model clips a weight at 0 when it is applied, so a route whose fitted
-weight comes out negative for a query drops out of that query. (Clipping inside the loss too
-was measured worse: SciFact +1.9 and +1.5 held out on two fold seeds against +2.9 and +3.4,
-the optimiser stalling at the kinks.) The penalty ``l2 * sum (theta - theta_0)^2`` with ``theta_0 = (1, 0, 0)`` (equal weights, no
-adaptation) keeps a route at equal weight unless the data move it: a route that never lists a
-document stays at 1, as unseen routes do.
+normalised): ListNet's top-one loss. The loss takes the weights as linear in the parameters (no
+clip at 0), which makes it convex: one optimum, found by L-BFGS-B, all routes moving together
+instead of one grid step at a time. The model clips a weight at 0 when it is applied, so a route
+whose fitted weight comes out negative for a query drops out of that query. (Clipping inside the
+loss too was measured worse: SciFact +1.9 and +1.5 held out on two fold seeds against +2.9 and
++3.4, the optimiser stalling at the kinks.) The penalty ``l2 * sum (theta - theta_0)^2`` with
+``theta_0 = (1, 0, 0)`` (equal weights, no adaptation) keeps a route at equal weight unless the
+data move it: a route that never lists a document stays at 1, as unseen routes do.
 
 Measured (SciFact 120 + CoSQA 500 + stdlib generated 200, ten routes, zscore, two folds, four
 fold seeds): held-out nDCG@10 above the best single route by +2.1..+3.4 (SciFact), +2.2..+2.7
