@@ -7,6 +7,7 @@ STAMP := $(VENV)/.lar-installed
 .PHONY: demo test install clean bench chromium
 
 $(STAMP): pyproject.toml constraints.txt
+	sh scripts/check_disk.sh . 3300
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
 	# the CPU torch build on disk first: anything else would pull a multi-GB CUDA build
