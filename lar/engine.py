@@ -242,9 +242,10 @@ class Engine(Recording):
                 self._changed.extend(paths)
 
     def _partial_guard(self) -> bool:
-        """config ``fusion_partial``: ``"guard"`` (default: a run the timebox cut short weighs by
-        how much of the finished lists it scored, :func:`lar.fusion.partial_factors`) or
-        ``"keep"`` (it weighs like a finished one)."""
+        """config ``fusion_partial``: ``"guard"`` (default: a run over part of the scope, cut
+        short by the timebox or answering from a partly built index, weighs by how much of the
+        complete lists it scored, :func:`lar.fusion.partial_factors`) or ``"keep"`` (it weighs
+        like a complete one)."""
         mode = self.config.get("fusion_partial", "guard")
         if mode not in ("guard", "keep"):
             raise ConfigError(f"config 'fusion_partial' must be 'guard' or 'keep', got {mode!r}")

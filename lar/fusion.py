@@ -24,6 +24,8 @@ order of ``runs``, each route best-first).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import numbers
 import statistics
@@ -294,9 +296,11 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     weights, fits)``: the fused items, each route's :class:`lar.probe.RouteProbe`, its weight
     and its background fit (None when it has none).
 
-    ``partial`` names routes the timebox cut short: each one's weight is multiplied by
-    :func:`partial_factors` (how much of the finished routes' leading candidates it scored), so
-    that a half-done scan of the wrong units does not outvote the complete lists.
+    ``partial`` names routes that saw part of the scope (cut short by the timebox, or a partly
+    built index): each one's weight is multiplied by :func:`partial_factors` (how much of the
+    complete routes' leading candidates it scored, on the lists fused: units or places), so
+    that a half-done scan of the wrong units does not outvote the complete lists. The factor is
+    on the route's probe (``partial_factor``).
 
     ``backgrounds`` (``{route: ScoreBackground or its dict}``, see :mod:`lar.background`) is
     what a ``"bgz"`` model reads each route's scores against; routes without one use ``tailz``.
@@ -342,8 +346,9 @@ def _weigh(lists, model, partial, backgrounds):
     probes, fits = probe_runs(lists)
     values = route_values(lists, fits, model.norm, backgrounds)
     weights = {r: model.weights_for(r).weight(probes[r]) for r in lists}
-    for r, f in partial_factors(lists, partial).items():
+    for r, f in partial_factors(lists, partial).items():  # on the lists it fuses (units or places)
         weights[r] *= f
+        probes[r] = dataclasses.replace(probes[r], partial_factor=f)
     live = [(r, weights[r], *values[r]) for r in lists if weights[r] > 0 and r in values]
     return probes, fits, weights, live
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from .errors import ConfigError, LarError, LayerFailedError
-from .fusion import POLICIES, adaptive_fusion, fuse, partial_factors
+from .fusion import POLICIES, adaptive_fusion, fuse
 from .background import background_from
 from .fusion_adaptive import probe_runs, with_probe
 from .layer import Budget, Candidate, ScopeView
@@ -37,6 +37,12 @@ class _Outcome:
     hits: list[Hit]
     run: LayerRun
     finished_at: float | None = None
+
+
+def covers_part(run: LayerRun) -> bool:
+    """A run whose list comes from part of the scope: the timebox cut it short, or it is a
+    building layer that answered from the units it has built so far (coverage below 1)."""
+    return run.state is RunState.ABORTED or (run.coverage is not None and run.coverage < 1.0)
 
 
 def _role(layer) -> str:
@@ -249,13 +255,12 @@ async def orchestrate(
             raise LayerFailedError("; ".join(r.reason for r in failed))
 
     groups = group_hits(per_layer)
-    fused, probes, weights, fits, cut_factors, fruns = [], {}, {}, {}, {}, {}
+    fused, probes, weights, fits, fruns = [], {}, {}, {}, {}
     if groups:
         fruns = runs_for_fusion(groups, per_layer)
         if fusion == "adaptive":
-            # a run the timebox cut short weighs by how much of the finished lists it scored
-            cut = [n for n in fruns if n in runs and runs[n].state is RunState.ABORTED] if partial_guard else []
-            cut_factors = partial_factors(fruns, cut)
+            # a run that saw part of the scope weighs by how much of the complete lists it scored
+            cut = [n for n in fruns if n in runs and covers_part(runs[n])] if partial_guard else []
             backgrounds = {n: (runs[n].probe or {}).get("background") for n in fruns if n in runs}
             units = {g.key: g.span.hash for g in groups} if by_unit else None
             fused, probes, weights, fits = adaptive_fusion(fruns, k=k, model=fusion_model, c=rrf_c,
@@ -270,8 +275,6 @@ async def orchestrate(
             info = {**(runs[name].probe or {}), **probe.to_dict()}
             if name in weights:
                 info["weight"] = round(weights[name], 4)
-            if name in cut_factors:
-                info["partial_factor"] = round(cut_factors[name], 4)
             bg = background_from(info.get("background"))
             if bg is not None and fruns.get(name):  # its best hit, in sds above the whole scan
                 info["top_z"] = round(bg.z(max(s for _, s in fruns[name])), 4)

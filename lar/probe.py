@@ -122,11 +122,22 @@ class RouteProbe:
     margin: float = 0.0
     beta: float = 0.0
     agreement: float = 0.0
+    #: set by adaptive fusion on a route that saw part of the scope: the factor its weight was
+    #: multiplied by (:func:`lar.fusion.partial_factors`); None for a complete route
+    partial_factor: float | None = None
+
+    def __post_init__(self) -> None:
+        f = self.partial_factor
+        if f is not None and not (isinstance(f, (int, float)) and 0.0 <= f <= 1.0):
+            raise ConfigError(f"RouteProbe.partial_factor must be in [0, 1] or None, got {f!r}")
 
     def to_dict(self) -> dict:
-        return {"n": self.n, "usable": self.usable, "reason": self.reason,
-                "top_evidence": round(self.top_evidence, 4), "margin": round(self.margin, 4),
-                "beta": round(self.beta, 6), "agreement": round(self.agreement, 4)}
+        out = {"n": self.n, "usable": self.usable, "reason": self.reason,
+               "top_evidence": round(self.top_evidence, 4), "margin": round(self.margin, 4),
+               "beta": round(self.beta, 6), "agreement": round(self.agreement, 4)}
+        if self.partial_factor is not None:
+            out["partial_factor"] = round(self.partial_factor, 4)
+        return out
 
 
 def probe_list(route: str, scores: Sequence[float]) -> tuple[RouteProbe, TailFit | None]:

@@ -43,6 +43,20 @@ class PartialLayer(BaseLayer):
         return hits
 
 
+class HalfBuiltLayer(BaseLayer):
+    """Finishes in time, but as a building layer that has indexed half the scope: its list is
+    drawn from the first units only."""
+    name = "halfbuilt"
+    roles = frozenset({"generate"})
+
+    async def search(self, query, scope, budget, candidates=None):
+        units = scope.units()
+        half = units[: max(1, len(units) // 2)]
+        budget.set_coverage(len(half) / len(units))
+        return [Hit.single(self.name, Span(u.hash, 0, 1), rank=i + 1, score=1.0 / (i + 1),
+                           score_kind="x") for i, u in enumerate(half)]
+
+
 class CrashLayer(BaseLayer):
     name = "crashy"
     roles = frozenset({"generate"})
@@ -92,6 +106,31 @@ def test_fusion_partial_mode_is_checked_and_keep_leaves_cut_runs_alone(fakes, co
     runs = {r.name: r for r in res.runs}
     assert runs["partial"].state.value == "aborted" and runs["partial"].contributions >= 2
     assert "partial_factor" not in (runs["partial"].probe or {})
+
+
+def test_a_finished_run_over_part_of_the_scope_is_guarded_like_a_cut_one(tmp_path):
+    from lar.orchestrator import covers_part
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for i in range(40):  # the needle in every fourth file: 5 of its 10 in the first half
+        (corpus / f"f{i:02d}.txt").write_text(f"file {i}\n" + ("the needle is here\n" if i % 4 == 0 else ""))
+    register_layer(HalfBuiltLayer)
+    try:
+        with lar.open(corpus, state=tmp_path / "s") as eng:
+            res = eng.search("needle", timebox=5, layers=["grep", "halfbuilt"], k=100)
+    finally:
+        unregister_layer(HalfBuiltLayer.name)
+    runs = {r.name: r for r in res.runs}
+    half = runs["halfbuilt"]
+    assert half.state.value == "ran" and half.coverage == 0.5 and covers_part(half)
+    assert half.probe["usable"] and half.probe["n"] == 20
+    assert runs["grep"].coverage == 1.0 and not covers_part(runs["grep"])
+    # of grep's 10 files the half-built layer lists 5: its weight is halved, and the run
+    # report shows the factor that was applied (the fusion runs by unit)
+    assert len({h.span.hash for h in res.hits if "grep" in h.signals}) == 10
+    assert half.probe["partial_factor"] == 0.5
+    assert "partial_factor" not in (runs["grep"].probe or {})
 
 
 def test_null_result_is_distinguishable_from_not_running(fakes, engine):

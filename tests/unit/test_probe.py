@@ -225,9 +225,21 @@ def test_a_cut_run_that_scanned_elsewhere_does_not_outvote_the_finished_ones():
     assert [it.key for it in guarded] == [it.key for it in alone]
     # the same list over the finished routes' leading units keeps part of its weight
     over = [(key, s) for key, s in late[1:]] + [(key, 1.0) for key, _ in runs["dense"][:5]]
-    _, _, w_over, _ = adaptive_fusion({**runs, "late": over}, k=3, model=model, partial=["late"])
+    _, p_over, w_over, _ = adaptive_fusion({**runs, "late": over}, k=3, model=model, partial=["late"])
     top = {key for r in ("dense", "flat", "bm25") for key, _ in runs[r][:10]}
     assert w_over["late"] == pytest.approx(5 / len(top))
+    # the probe carries the factor applied (the run report shows it); complete routes none
+    assert p_over["late"].partial_factor == pytest.approx(5 / len(top))
+    assert p_over["late"].to_dict()["partial_factor"] == round(5 / len(top), 4)
+    assert p_over["dense"].partial_factor is None and "partial_factor" not in p_over["dense"].to_dict()
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), "half"])
+def test_a_route_probe_refuses_a_partial_factor_outside_0_1(bad):
+    from lar.probe import RouteProbe
+
+    with pytest.raises(ConfigError, match="partial_factor"):
+        RouteProbe("late", 3, True, partial_factor=bad)
 
 
 def _two_routes_split_evidence():
