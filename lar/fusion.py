@@ -24,12 +24,10 @@ order of ``runs``, each route best-first).
 """
 from __future__ import annotations
 
-import dataclasses
-
 import math
 import numbers
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Hashable, Mapping, Sequence
 
@@ -348,7 +346,7 @@ def _weigh(lists, model, partial, backgrounds):
     weights = {r: model.weights_for(r).weight(probes[r]) for r in lists}
     for r, f in partial_factors(lists, partial).items():  # on the lists it fuses (units or places)
         weights[r] *= f
-        probes[r] = dataclasses.replace(probes[r], partial_factor=f)
+        probes[r] = replace(probes[r], partial_factor=f)
     live = [(r, weights[r], *values[r]) for r in lists if weights[r] > 0 and r in values]
     return probes, fits, weights, live
 
