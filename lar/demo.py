@@ -108,14 +108,10 @@ def _build(eng, build_timebox: float, variant_timebox: float) -> dict[str, Any]:
     built = eng.build(timebox=build_timebox, layers=base)
     if not variants:
         return built
-    if variant_timebox > 0:
-        more = eng.build(timebox=variant_timebox, layers=variants)
-    else:  # not now: report where they stand
-        view = eng.scope_view()
-        more = {"timebox": 0.0, "elapsed": 0.0, "layers": {
-            n: {"state": "skipped", "ok": 0, "skipped": 0, "failed": 0,
-                "pending": len(eng.layers[n].pending(view.units())),
-                "coverage": round(eng.layers[n].coverage(view), 4)} for n in variants}}
+    # a zero slice (not now) goes to the scheduler itself (Engine.build takes positive
+    # durations only): it builds nothing and reports where each variant stands
+    more = (eng.build(timebox=variant_timebox, layers=variants) if variant_timebox > 0
+            else eng.builder.run(0.0, layers=variants))
     return {"timebox": built["timebox"] + more["timebox"],
             "layers": {**built["layers"], **more["layers"]},
             "elapsed": built["elapsed"] + more["elapsed"]}
@@ -155,9 +151,8 @@ def run_demo(timebox: float = 0.5, as_json: bool = False, workdir: str | os.Path
     ``dense-e5`` encodes 3 to 4 times slower per text than MiniLM on 2 cores
     (benchmarks/bench_encoders.py) and shares no pass with another layer (dense and late do), so
     the demo shows it partly built (its coverage in the report) rather than keeping the first run
-    waiting for minutes. A slice
-    ends after the unit in progress (a whole paper can take e5 half a minute on 2 cores);
-    ``variant_timebox=0`` builds none of them now."""
+    waiting for minutes. A slice ends after the unit in progress (a whole paper can take e5 half
+    a minute on 2 cores); ``variant_timebox=0`` builds none of them now."""
     if isinstance(variant_timebox, bool) or not isinstance(variant_timebox, (int, float)) \
             or not 0 <= variant_timebox < float("inf"):
         raise ConfigError(f"variant_timebox must be a number of seconds >= 0, got {variant_timebox!r}")
