@@ -128,7 +128,8 @@ class RouteProbe:
 
     def __post_init__(self) -> None:
         f = self.partial_factor
-        if f is not None and not (isinstance(f, (int, float)) and 0.0 <= f <= 1.0):
+        if f is not None and (isinstance(f, bool) or not isinstance(f, (int, float))
+                              or not 0.0 <= f <= 1.0):
             raise ConfigError(f"RouteProbe.partial_factor must be in [0, 1] or None, got {f!r}")
 
     def to_dict(self) -> dict:

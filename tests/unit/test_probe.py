@@ -234,7 +234,7 @@ def test_a_cut_run_that_scanned_elsewhere_does_not_outvote_the_finished_ones():
     assert p_over["dense"].partial_factor is None and "partial_factor" not in p_over["dense"].to_dict()
 
 
-@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), "half"])
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), "half", True])
 def test_a_route_probe_refuses_a_partial_factor_outside_0_1(bad):
     from lar.probe import RouteProbe
 
