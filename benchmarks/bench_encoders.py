@@ -43,10 +43,10 @@ def demo_texts(kind: str, chars: int, limit: int) -> list[str]:
 def time_minilm(texts: list[str]) -> dict:
     from sentence_transformers import SentenceTransformer
 
-    from lar.embed.models import _packaged_model_path, set_offline_env
+    from lar.embed.models import resolve_model, set_offline_env
 
     set_offline_env()
-    model = SentenceTransformer(str(_packaged_model_path()), device="cpu")
+    model = SentenceTransformer(str(resolve_model(None).path), device="cpu")
     model.max_seq_length = 512
     model.encode(texts[:4])
     tok = model.tokenizer
