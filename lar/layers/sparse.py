@@ -285,49 +285,55 @@ class SparseLayer(EmbeddingLayer):
         return self._hits(text, q, results, paths, budget)
 
     def _hits(self, text: str, q, results, paths, budget: Budget) -> list[Hit]:
-        from ..sparse.explain import term_matches
-
-        enc = self.encoder()
-        q_tokens = self.encoder().tokenize([text])[0][0]
         kind = f"{self.score_kind} ({self._model_id})"
         texts: dict[str, bytes | None] = {}
-        hits: list[Hit] = []
+        kept = []
         for score, h, s, e in results:
-            if budget.expired():
-                budget.notes["partial"] = True
-                break
             if h not in texts:
                 try:
                     texts[h] = self.ctx.reader.unit_text(h, paths.get(h))
-                except Exception:
+                except Exception:  # vanished since it was indexed
                     texts[h] = None
             data = texts[h]
-            if data is None or e > len(data):
-                continue
-            details: dict[str, Any] = {"chunk": [s, e]}
-            subs: list[tuple[int, int]] = []
-            if len(hits) < EXPLAINED_HITS:
-                d = self.units.chunk_vector(h, self.build_version, s, e)
-                if d is not None:
-                    ids, spans = self._chunk_tokens(data, s, e)
-                    matches = term_matches(q, d, q_tokens, ids, enc.terms)
-                    details["terms"] = [m.to_dict() for m in matches]
-                    details["query_terms"], details["doc_terms"] = q.nnz, d.nnz
-                    from ..sparse.explain import token_spans
-
-                    subs = token_spans(ids, spans, [m.term_id for m in matches])
+            if data is not None and e <= len(data):
+                kept.append((score, h, s, e))
+        explained = self._explain(text, q, kept[:EXPLAINED_HITS], texts, budget)
+        hits: list[Hit] = []
+        for i, (score, h, s, e) in enumerate(kept):
+            details, subs = explained[i] if i < len(explained) else ({"chunk": [s, e]}, [])
             hits.append(Hit.single(self.name, Span(h, s, e), rank=len(hits) + 1, score=score,
                                    score_kind=kind, query=text, sub_spans=subs, details=details))
         budget.offer(hits)
         return hits
 
-    def _chunk_tokens(self, data: bytes, s: int, e: int) -> tuple[np.ndarray, np.ndarray]:
-        """The chunk's own token ids and their byte spans in the unit text."""
+    def _explain(self, text: str, q, results, texts, budget: Budget) -> list[tuple[dict, list]]:
+        """Per result, ``(details, sub-spans)``: the matching terms (``lar.sparse.explain``);
+        the chunks are tokenised in one batch. At the deadline the rest go unexplained."""
         from ..embed import decode_with_offsets
+        from ..sparse.explain import term_matches, token_spans
 
-        chunk_text, c2b = decode_with_offsets(data[s:e])
-        ids, offs = self.encoder().tokenize([chunk_text])[0]
-        return ids, (s + c2b[offs]) if len(ids) else np.zeros((0, 2), dtype=np.int64)
+        enc = self.encoder()
+        stored = {(h, a, b): v for h, spans, vecs in self.units.get_many({r[1] for r in results},
+                                                                          self.build_version)
+                  for (a, b), v in zip(spans, vecs)}
+        decoded = [decode_with_offsets(texts[h][s:e]) for _, h, s, e in results]
+        toks = enc.tokenize([text] + [d[0] for d in decoded])
+        q_tokens = toks[0][0]
+        out: list[tuple[dict, list]] = []
+        for (score, h, s, e), (_, c2b), (ids, offs) in zip(results, decoded, toks[1:]):
+            if budget.expired():
+                budget.notes["partial"] = True
+                break
+            details: dict[str, Any] = {"chunk": [s, e]}
+            subs: list[tuple[int, int]] = []
+            d = stored.get((h, s, e))
+            if d is not None:
+                matches = term_matches(q, d, q_tokens, ids, enc.terms)
+                details.update(terms=[m.to_dict() for m in matches], query_terms=q.nnz, doc_terms=d.nnz)
+                spans = s + c2b[offs] if len(ids) else np.zeros((0, 2), dtype=np.int64)
+                subs = token_spans(ids, spans, [m.term_id for m in matches])
+            out.append((details, subs))
+        return out
 
 
 Layer = SparseLayer

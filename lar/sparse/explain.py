@@ -45,12 +45,12 @@ def term_matches(q: SparseVec, d: SparseVec, query_tokens: Iterable[int], doc_to
     qw = q.weights[qi].astype(np.float64)
     dw = d.weights[di].astype(np.float64)
     contrib = qw * dw
-    q_own, d_own = set(int(t) for t in query_tokens), set(int(t) for t in doc_tokens)
-    labels = names(common.tolist())
-    out = [TermMatch(labels[j], int(t), float(qw[j]), float(dw[j]), float(contrib[j]),
-                     int(t) not in q_own, int(t) not in d_own) for j, t in enumerate(common)]
-    out.sort(key=lambda m: (-m.contribution, m.term_id))
-    return out
+    q_exp = ~np.isin(common, np.fromiter(query_tokens, dtype=np.int64))
+    d_exp = ~np.isin(common, np.fromiter(doc_tokens, dtype=np.int64))
+    order = np.lexsort((common, -contrib))  # by contribution, then by id
+    labels = names(common[order].tolist())
+    return [TermMatch(labels[n], int(common[j]), float(qw[j]), float(dw[j]), float(contrib[j]),
+                      bool(q_exp[j]), bool(d_exp[j])) for n, j in enumerate(order)]
 
 
 def token_spans(token_ids: np.ndarray, byte_spans: np.ndarray, wanted: Iterable[int],

