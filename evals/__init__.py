@@ -14,10 +14,10 @@ API (and ``lar.merge`` / ``lar.fusion`` for offline fusion); ranx comes with ``l
 """
 from __future__ import annotations
 
-from .anytime import DEFAULT_TIMEBOXES, anytime_curve
-from .data import BeirData, load_beir, materialise
-from .errors import EvalConfigError, EvalDataError, EvalError
-from .run import DEFAULT_FUSION, DEFAULT_METRICS, BeirEvaluation, evaluate_beir, run_beir
+from evals.anytime import DEFAULT_TIMEBOXES, anytime_curve
+from evals.data import BeirData, load_beir, materialise
+from evals.errors import EvalConfigError, EvalDataError, EvalError
+from evals.run import DEFAULT_FUSION, DEFAULT_METRICS, BeirEvaluation, evaluate_beir, run_beir
 
 __all__ = [
     "DEFAULT_FUSION", "DEFAULT_METRICS", "DEFAULT_TIMEBOXES", "BeirData", "BeirEvaluation",

@@ -2,7 +2,7 @@
 import faulthandler
 import sys
 
-from .cli import main
+from evals.cli import main
 
 # Long harness runs have ended with a native abort at interpreter exit, after their results were
 # written ("FATAL: exception not rethrown"); this prints every thread's Python stack when that

@@ -21,9 +21,9 @@ from typing import Any, Iterable, Mapping, Sequence
 from lar.errors import LarError
 from lar.timebox import parse_duration
 
-from .data import BeirData, doc_paths
-from .errors import EvalConfigError
-from .metrics import check_metrics, evaluate, rounded
+from evals.data import BeirData, doc_paths
+from evals.errors import EvalConfigError
+from evals.metrics import check_metrics, evaluate, rounded
 
 DEFAULT_TIMEBOXES: tuple[float, ...] = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5)
 # (stage name, highest layer cost_rank it adds): cumulative stages of the cascade
@@ -64,8 +64,8 @@ def anytime_curve(eng, data: BeirData, timeboxes: Sequence[Any] = DEFAULT_TIMEBO
     """One row per timebox: ``{"timebox_s", <metric>: value, "mean_ms", "p95_ms",
     "aborted_runs", "mean_coverage": {layer: x}}``. ``eng`` is open on the corpus written by
     :func:`evals.data.materialise` (``path_to_doc`` is read from its files when not given)."""
-    from .query import docs_of_hits
-    from .run import latency
+    from evals.query import docs_of_hits
+    from evals.run import latency
 
     metrics = check_metrics(metrics)
     boxes = check_timeboxes(timeboxes)

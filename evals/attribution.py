@@ -22,7 +22,7 @@ from lar.errors import LarError
 from lar.scope import Scope
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .run import BeirEvaluation
+    from evals.run import BeirEvaluation
 
 REASONS: tuple[str, ...] = ("not_in_index", "extraction_empty", "excluded_by_scope", "layer_coverage",
                             "below_candidate_window", "ranked_below_k")

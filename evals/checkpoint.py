@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import EvalConfigError
+from evals.errors import EvalConfigError
 
 KIND = "lar-beir-checkpoint"
 

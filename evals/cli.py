@@ -62,7 +62,7 @@ def _config(value: str) -> dict[str, Any]:
 
 
 def add_beir_arguments(b: argparse.ArgumentParser) -> None:
-    from .run import DEFAULT_FUSION, DEFAULT_METRICS
+    from evals.run import DEFAULT_FUSION, DEFAULT_METRICS
 
     b.add_argument("dir", help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
     b.add_argument("--split", required=True, help="qrels split name, e.g. test")
@@ -186,8 +186,8 @@ def _progress(quiet: bool):
 
 
 def run_beir_command(args: argparse.Namespace) -> int:
-    from .data import load_beir
-    from .run import run_beir
+    from evals.data import load_beir
+    from evals.run import run_beir
 
     data = load_beir(args.dir, args.split)
     out = Path(args.out) if args.out else Path(f"evals-{data.name}-{data.split}.json")

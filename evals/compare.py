@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Sequence
 
-from .metrics import to_run_dict
+from evals.metrics import to_run_dict
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .data import BeirData
-    from .run import BeirEvaluation
+    from evals.data import BeirData
+    from evals.run import BeirEvaluation
 
 ALPHA = 0.05
 

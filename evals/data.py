@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .errors import EvalConfigError, EvalDataError
+from evals.errors import EvalConfigError, EvalDataError
 
 LAYOUT_VERSION = 1
 MARKER = "COMPLETE.json"

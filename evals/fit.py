@@ -36,12 +36,12 @@ import numpy as np
 from lar.fusion import fuse
 from lar.fusion_adaptive import MODEL_NORMS, FusionModel, RouteWeights
 
-from .data import load_beir
-from .errors import EvalConfigError, EvalDataError
-from .fit_ascent import GRIDS, MIN_GAIN, fit_params
-from .fit_data import QueryBatch, QueryData, _query_data, _scores, objective
-from .fit_listwise import L2, fit_listwise
-from .metrics import evaluate, rounded
+from evals.data import load_beir
+from evals.errors import EvalConfigError, EvalDataError
+from evals.fit_ascent import GRIDS, MIN_GAIN, fit_params
+from evals.fit_data import QueryBatch, QueryData, _query_data, _scores, objective
+from evals.fit_listwise import L2, fit_listwise
+from evals.metrics import evaluate, rounded
 
 #: how the weights are fitted: the listwise loss (default) or coordinate ascent on nDCG@10
 METHODS = ("listwise", "ascent")
@@ -273,8 +273,8 @@ def best_fit(by_norm: Mapping[str, Sequence[QueryData]], routes: Sequence[str],
 
 def score_set(fs: FitSet, rankings: dict[str, dict[str, list[str]]], routes: Sequence[str],
               metrics: Sequence[str]) -> dict[str, Any]:
-    from .compare import holm
-    from .metrics import to_run_dict
+    from evals.compare import holm
+    from evals.metrics import to_run_dict
     from lar.errors import require
 
     ranx = require("ranx", "eval")
@@ -354,7 +354,7 @@ def run(args) -> int:
                             min_gain=args.min_gain, method=args.method, l2=args.l2, select=args.select)
     model.save(args.out)
     if args.report:
-        from .cli import write_json
+        from evals.cli import write_json
 
         write_json(args.report, report)
     print(format_report(report))

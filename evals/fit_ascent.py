@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .fit_data import QueryBatch, QueryData, objective
+from evals.fit_data import QueryBatch, QueryData, objective
 
 GRIDS = {"base": (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0),
          "signal": (-1.0, 0.0, 0.5, 1.0, 2.0, 4.0),

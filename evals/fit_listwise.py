@@ -27,8 +27,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import EvalConfigError
-from .fit_data import QueryBatch, QueryData
+from evals.errors import EvalConfigError
+from evals.fit_data import QueryBatch, QueryData
 
 #: the pull towards equal weights; the loss is a mean over queries. 0.003 and 0.03 gave held-out
 #: figures within a point of 0.01's on the four fold seeds above

@@ -26,9 +26,9 @@ import random
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from .generators import paraphrase, rare_term
-from .generators.common import Doc, GenerateError, Target
-from .generators.verify import (HIST_BINS, MAX_PARAPHRASE_JACCARD, RARE_DF, CorpusStats,
+from evals.generators import paraphrase, rare_term
+from evals.generators.common import Doc, GenerateError, Target
+from evals.generators.verify import (HIST_BINS, MAX_PARAPHRASE_JACCARD, RARE_DF, CorpusStats,
                                 distribution, overlap, rejection)
 
 __all__ = ["GenerateError", "KINDS", "MAX_FILE_BYTES", "generate", "load_generator",
@@ -163,7 +163,7 @@ def _neighbours():
     """The word-neighbour finder over the default static model (loaded once per process)."""
     from lar.embed.static import get_static_encoder
 
-    from .generators.neighbours import Neighbours
+    from evals.generators.neighbours import Neighbours
 
     enc = get_static_encoder()
     key = str(enc.path)

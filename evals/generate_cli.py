@@ -13,8 +13,8 @@ from pathlib import Path
 
 from lar.errors import LarError
 
-from .generate import KINDS, load_generator
-from .generate_many import generate_many
+from evals.generate import KINDS, load_generator
+from evals.generate_many import generate_many
 
 
 def _kinds(value: str) -> list[str]:

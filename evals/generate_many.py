@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
-from .generate import KINDS, GenerateError, generate
+from evals.generate import KINDS, GenerateError, generate
 
 
 def _read_lines(path: Path) -> list[str]:

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from .errors import EvalConfigError, EvalDataError
+from evals.errors import EvalConfigError, EvalDataError
 
 # ranx metric families (ranx.metrics.metric_switch); each takes an optional cutoff "@k" and an
 # optional relevance level "-l<n>"; rank-biased precision is written "rbp.<persistence>".

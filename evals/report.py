@@ -23,8 +23,8 @@ from typing import Any
 
 from lar.errors import LarError
 
-from .errors import EvalDataError
-from .report_charts import PAIR_KEYS, chart_html, charts, overlap_pairs
+from evals.errors import EvalDataError
+from evals.report_charts import PAIR_KEYS, chart_html, charts, overlap_pairs
 
 __all__ = ["add_arguments", "charts", "load_summaries", "main", "overlap_pairs", "render_html",
            "render_markdown", "run", "sections"]

@@ -48,10 +48,10 @@ from typing import Any, Callable, Mapping, Sequence
 from lar.errors import UnknownLayerError
 from lar.fusion import POLICIES
 
-from .data import BeirData, materialise
-from .errors import EvalConfigError
-from .metrics import check_metrics, check_trec_ids, evaluate, rounded, write_trec
-from .query import docs_of_hits, run_query, scored_docs  # noqa: F401  (re-exported)
+from evals.data import BeirData, materialise
+from evals.errors import EvalConfigError
+from evals.metrics import check_metrics, check_trec_ids, evaluate, rounded, write_trec
+from evals.query import docs_of_hits, run_query, scored_docs  # noqa: F401  (re-exported)
 
 SCHEMA_VERSION = 1
 DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@100", "mrr@10", "map")
@@ -214,9 +214,9 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
     and settings skips the queries it holds (:mod:`evals.checkpoint`)."""
     import lar
 
-    from .anytime import anytime_curve, check_timeboxes, stage_curves
-    from .attribution import attribute
-    from .compare import compare_all, per_type_breakdown
+    from evals.anytime import anytime_curve, check_timeboxes, stage_curves
+    from evals.attribution import attribute
+    from evals.compare import compare_all, per_type_breakdown
 
     metrics = check_metrics(metrics)
     fusion = check_policies(fusion)
@@ -251,7 +251,7 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
         route_states, default_states = [], []
         ckpt = None
         if checkpoint is not None:
-            from .checkpoint import Checkpoint
+            from evals.checkpoint import Checkpoint
 
             ckpt = Checkpoint(checkpoint, data.name, data.split, {
                 "routes": routes, "fusion": fusion, "rrf_c": float(rrf_c), "k": k,
@@ -341,7 +341,7 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
             write_route_lists(runs_dir / "route-lists.jsonl.gz", ev)
             summary["runs_dir"] = str(runs_dir)
         if out_dir is not None:
-            from .cli import write_json
+            from evals.cli import write_json
 
             write_json(Path(out_dir) / "summary.json", summary)
         return ev

@@ -1,17 +1,17 @@
 """lar: Layered Anytime Retrieval. ``lar.open(folder).search("query", timebox=0.5)``."""
 from __future__ import annotations
 
-from .engine import Engine, open  # noqa: A004
-from .errors import (ConfigError, HitNotFoundError, LarError, LayerFailedError, MissingExtraError,
+from lar.engine import Engine, open  # noqa: A004
+from lar.errors import (ConfigError, HitNotFoundError, LarError, LayerFailedError, MissingExtraError,
                      QueryError, RegistrationError, ScopeError, StaleSpanError, StateLockedError,
                      UnknownLayerError)
-from .layer import BaseLayer, Budget, Candidate, Layer, LayerContext, ScopeView, Unit
-from .registry import register_layer, registered_layers
-from .result import Fetched, InventoryItem, Result, Status
-from .scope import Scope
-from .types import Evidence, Hit, LayerRun, LayerStatus, RunState, Span
-from .calllog import CallLog, count_tokens
-from .trace import ReplayReport, StepDiff, TraceError, TraceRecorder, load_trace  # replay: lar.trace.replay
+from lar.layer import BaseLayer, Budget, Candidate, Layer, LayerContext, ScopeView, Unit
+from lar.registry import register_layer, registered_layers
+from lar.result import Fetched, InventoryItem, Result, Status
+from lar.scope import Scope
+from lar.types import Evidence, Hit, LayerRun, LayerStatus, RunState, Span
+from lar.calllog import CallLog, count_tokens
+from lar.trace import ReplayReport, StepDiff, TraceError, TraceRecorder, load_trace  # replay: lar.trace.replay
 
 __version__ = "0.1.0"
 

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .errors import ConfigError
+from lar.errors import ConfigError
 
 __all__ = ["MIN_BACKGROUND", "ScoreBackground", "ScoreMoments", "background_from"]
 

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .errors import CorruptStateError
-from .layer import BaseLayer, LayerContext, ScopeView, Unit
-from .types import LayerStatus
+from lar.errors import CorruptStateError
+from lar.layer import BaseLayer, LayerContext, ScopeView, Unit
+from lar.types import LayerStatus
 
 
 class SkipUnit(Exception):
@@ -136,7 +136,7 @@ class BuildingLayer(BaseLayer):
         """Layer version + chunker version + extractor versions: any change rebuilds lazily."""
         import hashlib
 
-        from .extract import versions_fingerprint
+        from lar.extract import versions_fingerprint
 
         x = hashlib.blake2b(versions_fingerprint().encode(), digest_size=3).hexdigest()
         return f"{self.version}+c{self.chunker_version}+x{x}"

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from .errors import ConfigError, LarError
-from .trace import CALLS, SOURCES, jsonable, utc_now
+from lar.errors import ConfigError, LarError
+from lar.trace import CALLS, SOURCES, jsonable, utc_now
 
 RETRIEVAL_CALLS = ("search", "run_tool")  # calls whose returned ids are a view to fetch from
 FOLLOW_UP_WINDOW = 60.0
@@ -368,7 +368,7 @@ class CallLog:
         return "\n".join(lines)
 
     def to_polars(self, session: str | None = None):
-        from .errors import require
+        from lar.errors import require
 
         pl = require("polars", "notebook")
         rows = self.rows(session)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 
-from .extract import Document
+from lar.extract import Document
 
 CHUNKER_VERSION = "1"
 

@@ -11,8 +11,8 @@ import json
 import sys
 from typing import Any, Sequence
 
-from .errors import LarError
-from .timebox import parse_duration
+from lar.errors import LarError
+from lar.timebox import parse_duration
 
 
 def _csv(value: str) -> list[str]:
@@ -131,8 +131,8 @@ def _calls(args) -> int:
     """``lar calls``: the call log summary, read from <state>/calls.sqlite without a scan."""
     from pathlib import Path
 
-    from .calllog import CallLog
-    from .engine import default_state_dir
+    from lar.calllog import CallLog
+    from lar.engine import default_state_dir
 
     state = Path(args.state).expanduser() if args.state else default_state_dir(Path(args.root).resolve())
     if not (state / "calls.sqlite").is_file():
@@ -147,7 +147,7 @@ def _calls(args) -> int:
 
 
 def _replay(eng, args) -> None:
-    from .trace import replay
+    from lar.trace import replay
 
     report = replay(args.trace_file, eng, layers=args.layers, timebox=args.timebox, k=args.k)
     _print(report, args.json)
@@ -155,7 +155,7 @@ def _replay(eng, args) -> None:
 
 def _mcp(args) -> int:
     """``lar mcp``: serve the root over stdio (docs/agents.md)."""
-    from .mcp import serve
+    from lar.mcp import serve
 
     serve(args.root, state=args.state, allowed_commands=args.allow, layers=args.layers)
     return 0
@@ -166,8 +166,8 @@ def _run(args) -> int:
     ``lar run --fetch ID``: print an output, item or line range in full."""
     from pathlib import Path
 
-    from .engine import default_state_dir
-    from .toolcache import ToolCache
+    from lar.engine import default_state_dir
+    from lar.toolcache import ToolCache
 
     state = Path(args.state).expanduser() if args.state else default_state_dir(Path(args.root).resolve())
     cache = ToolCache(state / "tools")
@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.cmd == "demo":
-            from .demo import run_demo
+            from lar.demo import run_demo
 
             return run_demo(timebox=args.timebox, as_json=args.json)
         if args.cmd == "calls":

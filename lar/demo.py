@@ -15,7 +15,7 @@ from typing import Any
 
 import lar
 
-from .errors import ConfigError
+from lar.errors import ConfigError
 
 # (title, query, extra search arguments); the first query's top hit is fetched at the end.
 QUERIES: list[tuple[str, Any, dict[str, Any]]] = [
@@ -101,7 +101,7 @@ def assemble(corpus: Path) -> dict[str, int]:
 def _build(eng, build_timebox: float, variant_timebox: float) -> dict[str, Any]:
     """Lazy layers catch up: the base layers first, then the default variants in their own
     (shorter) slice. One report in the shape of ``Engine.build``'s."""
-    from .engine import DEFAULT_LAYER_VARIANTS
+    from lar.engine import DEFAULT_LAYER_VARIANTS
 
     variants = [n for n in eng.layers if n in DEFAULT_LAYER_VARIANTS]
     base = [n for n in eng.layers if n not in DEFAULT_LAYER_VARIANTS]

@@ -16,20 +16,20 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .errors import (ConfigError, HitNotFoundError, LarError, ScopeError, StaleSpanError,
+from lar.errors import (ConfigError, HitNotFoundError, LarError, ScopeError, StaleSpanError,
                      UnknownLayerError)
-from .layer import LayerContext, ScopeView, Unit
-from .fusion import DEFAULT_POLICY
-from .orchestrator import orchestrate
-from .recording import Recording, search_params, seconds
-from .registry import registered_layers
-from .result import Fetched, InventoryItem, Result, Status
-from .scope import Scope, normalize_relpath
-from .store import ContentStore, FileIndex, UnitReader
-from .store.reader import decode_span, expand_to_lines, line_range
-from .store.scanner import DEFAULT_MAX_BYTES, Scanner
-from .timebox import parse_duration
-from .types import Hit, LayerRun, RunState, Span, parse_hit_id
+from lar.layer import LayerContext, ScopeView, Unit
+from lar.fusion import DEFAULT_POLICY
+from lar.orchestrator import orchestrate
+from lar.recording import Recording, search_params, seconds
+from lar.registry import registered_layers
+from lar.result import Fetched, InventoryItem, Result, Status
+from lar.scope import Scope, normalize_relpath
+from lar.store import ContentStore, FileIndex, UnitReader
+from lar.store.reader import decode_span, expand_to_lines, line_range
+from lar.store.scanner import DEFAULT_MAX_BYTES, Scanner
+from lar.timebox import parse_duration
+from lar.types import Hit, LayerRun, RunState, Span, parse_hit_id
 
 EXCERPT_CHARS = 240
 _HEX = re.compile(r"^[0-9a-f]{8,64}$")
@@ -188,7 +188,7 @@ class Engine(Recording):
         factories.update(layer_variants(self.config, factories))
         for name, factory in sorted(factories.items()):
             self.layers[name] = factory(self.ctx)
-        from .scheduler import Builder
+        from lar.scheduler import Builder
 
         self.builder = Builder(self)
         self.idle = threading.Event()  # set while no search runs (the background builder waits)
@@ -451,7 +451,7 @@ class Engine(Recording):
         """Match-time metadata: where the span sits in its source (page, cell, line of an
         extracted format) and what layers that describe structure say (e.g. the enclosing
         symbol). Layers opt in by defining ``context_for(hash, span, path) -> dict``."""
-        from .extract import DERIVED_KINDS, kind_for
+        from lar.extract import DERIVED_KINDS, kind_for
 
         out: dict[str, Any] = {}
         if path and kind_for(path) in DERIVED_KINDS:
@@ -553,7 +553,7 @@ class Engine(Recording):
     def screen(self, screener: Any, **options: Any):
         """The independent original-text route: every permitted unit of a snapshot, in batches,
         through ``screener``; resumable (see :func:`lar.screening.screen` for the options)."""
-        from .screening import screen
+        from lar.screening import screen
 
         return screen(self, screener, **options)
 

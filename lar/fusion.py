@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Hashable, Mapping, Sequence
 
-from .errors import ConfigError
+from lar.errors import ConfigError
 
 Key = Hashable
 Runs = Mapping[str, Sequence[tuple[Key, float]]]
@@ -209,7 +209,7 @@ def _normalise(table: _Table, route: str, norm: str) -> dict[Key, float]:
     if norm == "rank":
         return {key: 1.0 / table.cands[key].ranks[route] for key in keys}
     if norm == "pvalue":
-        from .probe import fit_tail
+        from lar.probe import fit_tail
 
         fit, _ = fit_tail([table.cands[key].raw[route] for key in keys])
         if fit is None:  # no signal in this route for this query
@@ -226,7 +226,7 @@ def _normalise(table: _Table, route: str, norm: str) -> dict[Key, float]:
         return raw
     values = list(raw.values())
     if norm == "tailz":
-        from .probe import background_z
+        from lar.probe import background_z
 
         mean, std = background_z(values)
         if std == 0:
@@ -311,14 +311,14 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     unit's score; its other keys keep their own score, capped at the unit's, so they do not
     crowd the top. This is what ``python -m evals fit`` fits on (one document = one unit).
     Keys missing from ``units`` are their own unit."""
-    from .fusion_adaptive import load_model
+    from lar.fusion_adaptive import load_model
 
     k = _check_k(k)
     table = _collect(runs)
     model = load_model(model)
     dedup = {r: [(key, table.cands[key].raw[r]) for key in table.route_keys[r]] for r in table.routes}
     if units is not None:  # falls back to places when no route's unit list carries signal
-        from .fusion_units import by_unit, unit_scores
+        from lar.fusion_units import by_unit, unit_scores
 
         lists = {r: by_unit(items, units) for r, items in dedup.items()}
         probes, fits, weights, live = _weigh(lists, model, partial, backgrounds)
@@ -339,7 +339,7 @@ def _fused(table: _Table, scores: Mapping[Key, float], k: int | None) -> list[Fu
 def _weigh(lists, model, partial, backgrounds):
     """Probes, background fits and weights of ``lists`` (``{route: [(key, score), ...]}``
     distinct keys, best first), and the live routes as ``(route, weight, values, floor)``."""
-    from .fusion_adaptive import probe_runs, route_values
+    from lar.fusion_adaptive import probe_runs, route_values
 
     probes, fits = probe_runs(lists)
     values = route_values(lists, fits, model.norm, backgrounds)

@@ -29,8 +29,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .errors import ConfigError
-from .probe import EVIDENCE_CAP, RouteProbe, agreement, probe_list
+from lar.errors import ConfigError
+from lar.probe import EVIDENCE_CAP, RouteProbe, agreement, probe_list
 
 PACKAGED_MODEL = Path(__file__).parent / "data" / "fusion-adaptive.json"
 MODEL_NORMS: tuple[str, ...] = ("evidence", "tailz", "minmax", "zscore", "bgz")
@@ -108,7 +108,7 @@ class FusionModel:
                    dict(d.get("info") or {}), norm)
 
     def save(self, path: str | Path) -> None:
-        from .store.cas import atomic_write
+        from lar.store.cas import atomic_write
 
         atomic_write(Path(path), (json.dumps(self.to_dict(), indent=2) + "\n").encode())
 
@@ -185,8 +185,8 @@ def route_values(runs: Mapping[str, Any], fits: Mapping[str, Any], norm: str = "
     falls back to ``tailz`` for a route without a usable one."""
     if norm == "evidence":
         return {r: (ev, 0.0) for r, ev in evidence_scores(runs, fits).items()}
-    from .background import background_from
-    from .fusion import _collect, _normalise
+    from lar.background import background_from
+    from lar.fusion import _collect, _normalise
 
     out = {}
     usable = {r: items for r, items in runs.items() if fits.get(r) is not None}

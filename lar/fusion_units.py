@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-from .fusion import Key, _ordered, _Table
-from .fusion_adaptive import probe_runs, route_values
+from lar.fusion import Key, _ordered, _Table
+from lar.fusion_adaptive import probe_runs, route_values
 
 
 def by_unit(items: Sequence[tuple[Key, float]], units: Mapping[Key, Any]) -> list[tuple[Any, float]]:

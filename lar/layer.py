@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
-from .scope import Scope
-from .types import Hit, LayerStatus, Span
+from lar.scope import Scope
+from lar.types import Hit, LayerStatus, Span
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .store.fileindex import FileIndex
-    from .store.reader import UnitReader
+    from lar.store.fileindex import FileIndex
+    from lar.store.reader import UnitReader
 
 
 @dataclass(frozen=True, slots=True)

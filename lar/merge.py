@@ -26,8 +26,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
-from .errors import ConfigError
-from .types import Hit, Span
+from lar.errors import ConfigError
+from lar.types import Hit, Span
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,13 +13,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .errors import ConfigError, LarError, LayerFailedError
-from .fusion import POLICIES, adaptive_fusion, fuse
-from .background import background_from
-from .fusion_adaptive import probe_runs, with_probe
-from .layer import Budget, Candidate, ScopeView
-from .merge import group_hits, merged_hit, runs_for_fusion
-from .types import Hit, LayerRun, RunState
+from lar.errors import ConfigError, LarError, LayerFailedError
+from lar.fusion import POLICIES, adaptive_fusion, fuse
+from lar.background import background_from
+from lar.fusion_adaptive import probe_runs, with_probe
+from lar.layer import Budget, Candidate, ScopeView
+from lar.merge import group_hits, merged_hit, runs_for_fusion
+from lar.types import Hit, LayerRun, RunState
 
 EMPHASIS_POOL = {"precision": 2, "balanced": 5, "recall": 20}
 MIN_POOL = 20

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from .errors import ConfigError
+from lar.errors import ConfigError
 
 R0 = 10            # background starts at this rank (1-based)
 MIN_POINTS = 10    # background points needed for a fit

@@ -13,10 +13,10 @@ import time
 import warnings
 from typing import Any, Callable, Iterable, Mapping
 
-from .errors import ConfigError, LarError
-from .replay import describe_output
-from .timebox import parse_duration
-from .trace import (CALLS, TraceError, TraceRecorder, call_context, current_context, error_text,
+from lar.errors import ConfigError, LarError
+from lar.replay import describe_output
+from lar.timebox import parse_duration
+from lar.trace import (CALLS, TraceError, TraceRecorder, call_context, current_context, error_text,
                     new_session_id)
 
 
@@ -51,7 +51,7 @@ class Recording:
         self._trace = None
         self.call_log = None
         if self.config.get("call_log", True):
-            from .calllog import FOLLOW_UP_WINDOW, CallLog
+            from lar.calllog import FOLLOW_UP_WINDOW, CallLog
 
             try:
                 self.call_log = CallLog(self.state_dir / "calls.sqlite", idle=self.idle,
@@ -186,7 +186,7 @@ class Recording:
                                    ensure_ascii=False, default=str)), None
 
     def _one_stage_text(self, res) -> str:
-        from .store.reader import decode_span
+        from lar.store.reader import decode_span
 
         doc = res.to_dict(full=True)
         for hit, d in zip(res.hits, doc["hits"]):

@@ -11,8 +11,8 @@ import threading
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
-from .errors import RegistrationError, UnknownLayerError
-from .types import ROLES
+from lar.errors import RegistrationError, UnknownLayerError
+from lar.types import ROLES
 
 ENTRY_POINT_GROUP = "lar.layers"
 _REQUIRED_METHODS = ("applies", "status", "search", "build")

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
-from .errors import ConfigError, LarError
-from .timebox import parse_duration
+from lar.errors import ConfigError, LarError
+from lar.timebox import parse_duration
 
 SEARCH_KEYS = ("timebox", "k", "emphasis", "layers", "exclude", "scope", "fusion", "rrf_c",
                "strict", "tokens")
@@ -99,7 +99,7 @@ class StepDiff:
         return ""
 
     def to_dict(self) -> dict[str, Any]:
-        from .trace import jsonable
+        from lar.trace import jsonable
 
         return {"seq": self.seq, "call": self.call, "params_used": jsonable(self.params_used),
                 "old_ids": list(self.old_ids), "new_ids": list(self.new_ids),
@@ -184,7 +184,7 @@ def _run(step, engine, params: dict[str, Any]) -> tuple[list[str], list[dict[str
 def replay_step(step, engine, *, layers: Sequence[str] | None = None, timebox: Any = None,
                 k: int | None = None) -> StepDiff:
     """Run one recorded call again (with the overrides, for searches) and diff the outcome."""
-    from .trace import READ_ONLY, call_context, error_text
+    from lar.trace import READ_ONLY, call_context, error_text
 
     layers, timebox, k = _check_overrides(engine, layers, timebox, k)
     params = _params_for(step, layers, timebox, k)
@@ -218,7 +218,7 @@ def _check_overrides(engine, layers, timebox, k):
     if isinstance(layers, str):
         layers = [x.strip() for x in layers.split(",") if x.strip()]
     if layers is not None:
-        from .errors import UnknownLayerError
+        from lar.errors import UnknownLayerError
 
         layers = list(layers)
         if not layers:
@@ -261,13 +261,13 @@ class ReplayReport:
                 "overrides": dict(self.overrides)}
 
     def to_dict(self) -> dict[str, Any]:
-        from .trace import jsonable
+        from lar.trace import jsonable
 
         return {"schema": 1, "trace": self.trace, "overrides": jsonable(self.overrides),
                 "summary": self.summary(), "steps": [s.to_dict() for s in self.steps]}
 
     def to_polars(self):
-        from .errors import require
+        from lar.errors import require
 
         pl = require("polars", "notebook")
         rows = [{"seq": s.seq, "call": s.call, "label": s.label, "skipped": s.skipped,
@@ -320,7 +320,7 @@ def replay(trace_or_path, engine, *, layers: Sequence[str] | None = None, timebo
 
     ``layers``, ``timebox`` and ``k`` override the recorded search parameters (``layers`` also
     clears the recorded ``exclude``); ``steps`` picks recorded sequence numbers."""
-    from .trace import Trace, load_trace
+    from lar.trace import Trace, load_trace
 
     trace = trace_or_path if isinstance(trace_or_path, Trace) else load_trace(trace_or_path)
     layers, timebox, k = _check_overrides(engine, layers, timebox, k)

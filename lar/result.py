@@ -8,13 +8,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .types import Hit, LayerRun, LayerStatus, RunState
+from lar.types import Hit, LayerRun, LayerStatus, RunState
 
 JSON_SCHEMA_VERSION = 1
 
 
 def _polars():
-    from .errors import require
+    from lar.errors import require
 
     return require("polars", "notebook")
 

@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from .errors import LarError
+from lar.errors import LarError
 
 # Flags every lar call of rg uses: no user config, .gitignore honoured outside git repos too.
 BASE_FLAGS = ("--no-config", "--no-require-git", "--no-messages")

@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any, Iterable
 
-from .layer import Unit
+from lar.layer import Unit
 
 
 class Builder:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable
 
-from .errors import ScopeError
+from lar.errors import ScopeError
 
 
 def normalize_relpath(root: Path, path: str | os.PathLike) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import ConfigError
+from lar.errors import ConfigError
 
 _DUR = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|sec|m|min)?\s*$")
 _MULT = {None: 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "m": 60.0, "min": 60.0}

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-from .errors import ConfigError, LarError
+from lar.errors import ConfigError, LarError
 
 TRACE_SCHEMA = 1
 SOURCES = ("api", "cli", "magic", "mcp")
@@ -273,7 +273,7 @@ class Trace:
         return iter(self.steps)
 
     def to_polars(self):
-        from .errors import require
+        from lar.errors import require
 
         pl = require("polars", "notebook")
         return pl.DataFrame([{"seq": s.seq, "t": s.t, "session": s.session, "source": s.source,
@@ -310,7 +310,7 @@ def load_trace(path: str | os.PathLike) -> Trace:
     return Trace(str(p), tuple(steps))
 
 
-from .replay import ReplayReport, StepDiff, replay, replay_step  # noqa: E402  (re-exported)
+from lar.replay import ReplayReport, StepDiff, replay, replay_step  # noqa: E402  (re-exported)
 
 __all__ = ["CALLS", "READ_ONLY", "SOURCES", "CallContext", "ReplayReport", "StepDiff", "Trace",
            "TraceError", "TraceRecorder", "TraceStep", "call_context", "current_context",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .errors import ConfigError, HitNotFoundError
+from lar.errors import ConfigError, HitNotFoundError
 
 HASH_RE = re.compile(r"^[0-9a-f]{8,64}$")
 ID_HASH_CHARS = 12

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from lar.lexical.tokenize import STOPWORDS_EN
 
-from ..errors import EvalDataError
+from evals.errors import EvalDataError
 
 
 class GenerateError(EvalDataError):

@@ -19,8 +19,8 @@ import numpy as np
 
 from lar.lexical.tokenize import STOPWORDS_EN
 
-from .common import GenerateError
-from .verify import term_of
+from evals.generators.common import GenerateError
+from evals.generators.verify import term_of
 
 MIN_SIMILARITY = 0.45
 _SCAN = 200  # nearest words looked at per query word

@@ -26,9 +26,9 @@ import re
 
 from lar.lexical.tokenize import STOPWORDS_EN, split_identifier
 
-from .common import ALPHA, WORD, Doc, Target, round_robin, spread
-from .sources import definitions, sections, theorems
-from .verify import CorpusStats, term_of, terms
+from evals.generators.common import ALPHA, WORD, Doc, Target, round_robin, spread
+from evals.generators.sources import definitions, sections, theorems
+from evals.generators.verify import CorpusStats, term_of, terms
 
 MIN_CONTENT_WORDS = 3
 MAX_WORDS = 14

@@ -23,10 +23,10 @@ import re
 
 from lar.lexical.tokenize import code_mode
 
-from .common import ALPHA, WORD, Doc, Target, contains_word, is_term_word, line_bounds, \
+from evals.generators.common import ALPHA, WORD, Doc, Target, contains_word, is_term_word, line_bounds, \
     sentence_bounds, spread, word_key
-from .sources import definitions, latex_terms, sections
-from .verify import RARE_DF, CorpusStats
+from evals.generators.sources import definitions, latex_terms, sections
+from evals.generators.verify import RARE_DF, CorpusStats
 
 CONTEXT_PROBABILITY = 0.5
 _MACRO = re.compile(r"\\[A-Za-z@]+")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from lar.extract import extract, kind_for
 
-from .common import ALPHA, WORD, Doc, line_bounds, sentence_bounds
+from evals.generators.common import ALPHA, WORD, Doc, line_bounds, sentence_bounds
 
 PY_SUFFIXES = (".py", ".pyi", ".pyw")
 THEOREM_ENVS = frozenset({"theorem", "lemma", "proposition", "corollary", "definition",

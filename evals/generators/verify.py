@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 
 from lar.lexical.tokenize import Tokenizer
 
-from .common import WORD, Doc, contains_word, word_key
+from evals.generators.common import WORD, Doc, contains_word, word_key
 
 RARE_DF = 2
 MAX_PARAPHRASE_JACCARD = 0.5

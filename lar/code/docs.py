@@ -11,7 +11,7 @@ import ast
 import inspect
 import re
 
-from . import langs as L
+from lar.code import langs as L
 
 SIGNATURE_CHARS = 300
 DOC_CHARS = 4000

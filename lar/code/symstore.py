@@ -17,9 +17,9 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..errors import CorruptStateError
-from .docs import DOC_CHARS
-from .treesitter import Extraction
+from lar.errors import CorruptStateError
+from lar.code.docs import DOC_CHARS
+from lar.code.treesitter import Extraction
 
 ROW_DOC_CHARS = 500  # docstrings kept in the name table (the sidecar keeps up to DOC_CHARS)
 LRU_SIZE = 256

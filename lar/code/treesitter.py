@@ -16,9 +16,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import require
-from . import langs as L
-from .docs import DOC_CHARS, collapse, docstring, last_row, signature, text_of
+from lar.errors import require
+from lar.code import langs as L
+from lar.code.docs import DOC_CHARS, collapse, docstring, last_row, signature, text_of
 
 CALLEE_CHARS = 120
 _IDENT = re.compile(r"[\w$~]+", re.UNICODE)

@@ -11,12 +11,12 @@ prompt version) in a central cache under ``<state>/derived`` and indexed by laye
 """
 from __future__ import annotations
 
-from .cache import DerivedCache
-from .extractive import ExtractiveGenerator
-from .plug import (SAMPLING_PROMPT, SAMPLING_PROMPT_VERSION, CallableGenerator, SamplingGenerator,
+from lar.derive.cache import DerivedCache
+from lar.derive.extractive import ExtractiveGenerator
+from lar.derive.plug import (SAMPLING_PROMPT, SAMPLING_PROMPT_VERSION, CallableGenerator, SamplingGenerator,
                    parse_reply, resolve_generator)
-from .store import DerivedStore
-from .types import DerivedText, Generator, GeneratorError, GeneratorKey
+from lar.derive.store import DerivedStore
+from lar.derive.types import DerivedText, Generator, GeneratorError, GeneratorKey
 
 __all__ = ["CallableGenerator", "DerivedCache", "DerivedStore", "DerivedText",
            "ExtractiveGenerator", "Generator", "GeneratorError", "GeneratorKey",

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..store.cas import atomic_write
-from .types import DerivedText, Generator, GeneratorError, GeneratorKey
+from lar.store.cas import atomic_write
+from lar.derive.types import DerivedText, Generator, GeneratorError, GeneratorKey
 
 CACHE_FORMAT = 1
 MAX_EVENTS = 20

@@ -21,8 +21,8 @@ import hashlib
 import re
 from typing import Any
 
-from .spans import collapse, find_words, first_sentence, line_end, trim
-from .types import DerivedText
+from lar.derive.spans import collapse, find_words, first_sentence, line_end, trim
+from lar.derive.types import DerivedText
 
 EXTRACTIVE_VERSION = "1"
 DOC_CHARS = 500
@@ -62,7 +62,7 @@ class ExtractiveGenerator:
     extractive = True
 
     def __init__(self) -> None:
-        from ..extract import versions_fingerprint
+        from lar.extract import versions_fingerprint
 
         # a changed extractor changes the structure read: a new key regenerates
         self.prompt_version = f"extractive-v{EXTRACTIVE_VERSION}+x{_digest(versions_fingerprint())}"
@@ -71,9 +71,9 @@ class ExtractiveGenerator:
         return f"ExtractiveGenerator({self.prompt_version})"
 
     def generate(self, unit_text: str | bytes, *, path: str, document: Any = None) -> list[DerivedText]:
-        from ..code.langs import symbol_language
-        from ..extract import extract
-        from ..lexical.tokenize import code_mode
+        from lar.code.langs import symbol_language
+        from lar.extract import extract
+        from lar.lexical.tokenize import code_mode
 
         data = unit_text.encode("utf-8", errors="surrogateescape") if isinstance(unit_text, str) \
             else bytes(unit_text)
@@ -98,8 +98,8 @@ class ExtractiveGenerator:
 
 # -- source code ------------------------------------------------------------------------------
 def code_texts(data: bytes, lang: str, path: str) -> list[DerivedText]:
-    from ..code.langs import FALLBACK_GRAMMAR, extension
-    from ..code.treesitter import extract
+    from lar.code.langs import FALLBACK_GRAMMAR, extension
+    from lar.code.treesitter import extract
 
     ex = extract(data, lang, FALLBACK_GRAMMAR.get(extension(path)))
     out: list[DerivedText] = []
@@ -149,7 +149,7 @@ def _doc_span(data: bytes, d, para: str, lang: str, sig: tuple[int, int] | None
 
 def module_docstring(data: bytes) -> DerivedText | None:
     """The first paragraph of a Python module docstring as a ``summary`` (None if none)."""
-    from ..code.treesitter import parse
+    from lar.code.treesitter import parse
 
     tree, _ = parse(data, "python")
     node = next((n for n in tree.root_node.named_children if n.type != "comment"), None)

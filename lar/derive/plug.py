@@ -23,8 +23,8 @@ import inspect
 import re
 from typing import Any, Callable
 
-from .spans import char_to_byte, for_reader, locate_quote, trim
-from .types import DerivedText, GeneratorError
+from lar.derive.spans import char_to_byte, for_reader, locate_quote, trim
+from lar.derive.types import DerivedText, GeneratorError
 
 SAMPLING_PROMPT_VERSION = "sampling-v1"
 SAMPLING_PROMPT = """You are helping to index a file for search. Read the excerpt of {path} below \
@@ -72,8 +72,8 @@ class CallableGenerator:
             return []
         if self.chunk_bytes is None:
             return [trim(data, 0, len(data))]
-        from ..chunking import chunk
-        from ..extract import plain
+        from lar.chunking import chunk
+        from lar.extract import plain
 
         doc = document if document is not None and getattr(document, "text", None) == data else plain(data)
         spans = (trim(data, s, e) for s, e in chunk(doc, self.chunk_bytes, max(8000, self.chunk_bytes)))
@@ -188,7 +188,7 @@ def resolve_generator(spec: Any = None, prompt_version: str | None = None):
     arguments), or a plain callable ``fn(text, path)``, wrapped in ``CallableGenerator`` with
     its ``generator_name``/``__qualname__``, ``model`` (default "unspecified") and the
     ``prompt_version`` setting (else the callable's ``prompt_version``, else "1")."""
-    from .extractive import ExtractiveGenerator
+    from lar.derive.extractive import ExtractiveGenerator
 
     if spec is None or spec == "extractive":
         return ExtractiveGenerator()

@@ -12,8 +12,8 @@ import json
 import zlib
 from typing import Iterable, Iterator, Sequence
 
-from ..lexical.chunks import UnitStore
-from .types import DerivedText, GeneratorError
+from lar.lexical.chunks import UnitStore
+from lar.derive.types import DerivedText, GeneratorError
 
 
 class DerivedStore(UnitStore):

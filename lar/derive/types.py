@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, runtime_checkable
 
-from ..errors import LarError
+from lar.errors import LarError
 
 MAX_TEXT_CHARS = 4000
 _KIND = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")

@@ -15,12 +15,12 @@ missing one is a ``MissingExtraError`` naming the ``models`` extra.
 """
 from __future__ import annotations
 
-from ._base import QueryEncoding, decode_with_offsets, plan_windows
-from .adapters import BGEM3Encoder, PyLateEncoder, load_token_encoder
-from .e5 import E5Encoder
-from .encoder import SentenceTransformerEncoder, get_encoder
-from .models import DEFAULT_MODEL, ModelRef, lar_cache_dir, resolve_model
-from .static import StaticEncoder, distilled_path, ensure_distilled, get_static_encoder
+from lar.embed._base import QueryEncoding, decode_with_offsets, plan_windows
+from lar.embed.adapters import BGEM3Encoder, PyLateEncoder, load_token_encoder
+from lar.embed.e5 import E5Encoder
+from lar.embed.encoder import SentenceTransformerEncoder, get_encoder
+from lar.embed.models import DEFAULT_MODEL, ModelRef, lar_cache_dir, resolve_model
+from lar.embed.static import StaticEncoder, distilled_path, ensure_distilled, get_static_encoder
 
 __all__ = [
     "BGEM3Encoder", "DEFAULT_MODEL", "E5Encoder", "ModelRef", "PyLateEncoder", "QueryEncoding",

@@ -22,8 +22,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, QueryError
-from ..vectors.encoding import UnitEncoding
+from lar.errors import ConfigError, QueryError
+from lar.vectors.encoding import UnitEncoding
 
 __all__ = ["QueryEncoding", "TokenEncoder", "Window", "decode_with_offsets", "plan_windows"]
 

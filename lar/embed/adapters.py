@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, require
-from ._base import TokenEncoder, Window, l2_normalise
-from .e5 import E5Encoder
-from .encoder import SentenceTransformerEncoder, _ref, special_affixes
-from .models import ModelRef, dense_modules, modules_of_type, set_offline_env
+from lar.errors import ConfigError, require
+from lar.embed._base import TokenEncoder, Window, l2_normalise
+from lar.embed.e5 import E5Encoder
+from lar.embed.encoder import SentenceTransformerEncoder, _ref, special_affixes
+from lar.embed.models import ModelRef, dense_modules, modules_of_type, set_offline_env
 
 __all__ = ["BGEM3Encoder", "E5Encoder", "PyLateEncoder", "check_colbert_checkpoint",
            "load_token_encoder"]

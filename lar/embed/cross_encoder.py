@@ -17,7 +17,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import ConfigError, LarError, require
+from lar.errors import ConfigError, LarError, require
 
 _MAX_HEADER = 100 * 1024 * 1024
 _KEEP_MODELS = 2  # loaded models kept per process (an engine re-opened reuses its model)
@@ -62,7 +62,7 @@ def checkpoint_keys(path: Path) -> set[str]:
 def head_keys(path: Path) -> tuple[str, ...]:
     """The parameters ``AutoModelForSequenceClassification`` adds on top of the base model of
     ``path``'s architecture (e.g. ``classifier.weight``), found on an empty (meta) model."""
-    from ..embed.models import set_offline_env
+    from lar.embed.models import set_offline_env
 
     set_offline_env()
     torch = require("torch", "models")
@@ -114,7 +114,7 @@ class CrossEncoderModel:
     returns one raw logit per passage."""
 
     def __init__(self, path: Path, model_id: str, device: str | None, max_length: int):
-        from ..embed.models import set_offline_env
+        from lar.embed.models import set_offline_env
 
         set_offline_env()
         self._torch = torch = require("torch", "models")

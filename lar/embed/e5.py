@@ -17,8 +17,8 @@ import threading
 
 import numpy as np
 
-from ..errors import ConfigError, require
-from ._base import l2_normalise
+from lar.errors import ConfigError, require
+from lar.embed._base import l2_normalise
 
 __all__ = ["E5Encoder"]
 

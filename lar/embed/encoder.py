@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, QueryError, require
-from ._base import QueryEncoding, TokenEncoder, Window, l2_normalise
-from .models import ModelRef, resolve_model, set_offline_env
+from lar.errors import ConfigError, QueryError, require
+from lar.embed._base import QueryEncoding, TokenEncoder, Window, l2_normalise
+from lar.embed.models import ModelRef, resolve_model, set_offline_env
 
 __all__ = ["QueryEncoding", "SentenceTransformerEncoder", "get_encoder", "special_affixes"]
 

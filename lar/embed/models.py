@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError, MissingExtraError
+from lar.errors import ConfigError, MissingExtraError
 
 __all__ = ["DEFAULT_MODEL", "KINDS", "ModelRef", "resolve_model", "lar_cache_dir", "set_offline_env"]
 

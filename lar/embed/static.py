@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, MissingExtraError, require
-from ._base import l2_normalise
-from .models import ModelRef, lar_cache_dir, resolve_model, set_offline_env
+from lar.errors import ConfigError, MissingExtraError, require
+from lar.embed._base import l2_normalise
+from lar.embed.models import ModelRef, lar_cache_dir, resolve_model, set_offline_env
 
 __all__ = ["StaticEncoder", "distilled_path", "ensure_distilled", "get_static_encoder"]
 

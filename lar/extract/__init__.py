@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..store.cas import atomic_write
+from lar.store.cas import atomic_write
 
 # kind -> extensions (lower case, with dot)
 KINDS: dict[str, tuple[str, ...]] = {
@@ -113,7 +113,7 @@ def _load_builtin() -> None:
     global _BUILTINS_LOADED
     if _BUILTINS_LOADED:
         return
-    from . import latex, markup, notebook, pdf  # noqa: F401  (each registers itself)
+    from lar.extract import latex, markup, notebook, pdf  # noqa: F401  (each registers itself)
     _BUILTINS_LOADED = True
 
 
@@ -147,7 +147,7 @@ def extract(path: str, data: bytes, resolve: Callable[[str], bytes | None] | Non
 
 
 def _dep_hash(resolve, rel: str) -> str | None:
-    from ..store.cas import content_hash
+    from lar.store.cas import content_hash
 
     out = resolve(rel) if resolve else None
     return content_hash(out) if out is not None else None
@@ -165,7 +165,7 @@ class ExtractionCache:
     def get(self, h: str, path: str, data: bytes, resolve=None) -> Document:
         """The cached Document, re-extracted when a file it read through ``resolve`` (a LaTeX
         ``\\input``) changed, appeared or vanished since."""
-        from ..store.cas import content_hash
+        from lar.store.cas import content_hash
 
         kind = kind_for(path)
         if kind == "text":

@@ -20,7 +20,7 @@ import posixpath
 import re
 from typing import Callable, Optional
 
-from . import Block, Document, register_extractor
+from lar.extract import Block, Document, register_extractor
 
 VERSION = "1"
 Resolver = Optional[Callable[[str], Optional[bytes]]]
@@ -344,4 +344,4 @@ def extract_latex(path: str, data: bytes, resolve: Resolver = None) -> Document:
 register_extractor("latex", VERSION, extract_latex)
 
 # lar.extract loads no builtin once any kind is registered: bring the siblings along
-from . import markup, notebook, pdf  # noqa: E402,F401
+from lar.extract import markup, notebook, pdf  # noqa: E402,F401

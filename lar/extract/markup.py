@@ -19,8 +19,8 @@ import re
 from html.parser import HTMLParser
 from typing import Callable, Optional
 
-from . import Block, Document, SourceRef, register_extractor
-from .latex import blank_out, find_formulas, line_of as _line_of, nest_sections
+from lar.extract import Block, Document, SourceRef, register_extractor
+from lar.extract.latex import blank_out, find_formulas, line_of as _line_of, nest_sections
 
 VERSION = "1"
 Resolver = Optional[Callable[[str], Optional[bytes]]]
@@ -339,4 +339,4 @@ register_extractor("markdown", VERSION, extract_markdown)
 register_extractor("rst", VERSION, extract_rst)
 
 # lar.extract loads no builtin once any kind is registered: bring the siblings along
-from . import latex, notebook, pdf  # noqa: E402,F401
+from lar.extract import latex, notebook, pdf  # noqa: E402,F401

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Optional
 
-from . import Block, Document, SourceRef, register_extractor
+from lar.extract import Block, Document, SourceRef, register_extractor
 
 VERSION = "1"
 ATOMIC_CODE_BYTES = 4000
@@ -100,4 +100,4 @@ def extract_notebook(path: str, data: bytes, resolve: Resolver = None) -> Docume
 register_extractor("notebook", VERSION, extract_notebook)
 
 # lar.extract loads no builtin once any kind is registered: bring the siblings along
-from . import latex, markup, pdf  # noqa: E402,F401
+from lar.extract import latex, markup, pdf  # noqa: E402,F401

@@ -15,8 +15,8 @@ from __future__ import annotations
 import io
 from typing import Any, Callable, Optional
 
-from ..errors import require
-from . import Block, Document, SourceRef, register_extractor
+from lar.errors import require
+from lar.extract import Block, Document, SourceRef, register_extractor
 
 VERSION = "1"
 PAGE_SEPARATOR = b"\n\f\n"
@@ -110,4 +110,4 @@ def extract_pdf(path: str, data: bytes, resolve: Resolver = None) -> Document:
 register_extractor("pdf", VERSION, extract_pdf)
 
 # lar.extract loads no builtin once any kind is registered: bring the siblings along
-from . import latex, markup, notebook  # noqa: E402,F401
+from lar.extract import latex, markup, notebook  # noqa: E402,F401

@@ -4,9 +4,9 @@
 searches what they produce."""
 from __future__ import annotations
 
-from .macros import Macro, parse_macros
-from .normalize import Normalised, normalise, normalise_tokens, tokenize
-from .scan import Found, FoundFormula, find_formulas, strip_delimiters
+from lar.formula.macros import Macro, parse_macros
+from lar.formula.normalize import Normalised, normalise, normalise_tokens, tokenize
+from lar.formula.scan import Found, FoundFormula, find_formulas, strip_delimiters
 
 __all__ = ["Found", "FoundFormula", "Macro", "Normalised", "find_formulas", "normalise",
            "normalise_tokens", "parse_macros", "strip_delimiters", "tokenize"]

@@ -71,7 +71,7 @@ def mask_comments(text: str) -> str:
 
 
 def _parse_one(text: str, m: re.Match, fix: Callable[[str], str]) -> tuple[Macro, int] | None:
-    from .normalize import tokenize as _tok  # local: normalize imports Macro from here
+    from lar.formula.normalize import tokenize as _tok  # local: normalize imports Macro from here
 
     def tokenize(s: str) -> list[str]:
         return _tok(fix(s))

@@ -32,8 +32,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Mapping, Union
 
-from . import tables as T
-from .macros import Macro
+from lar.formula import tables as T
+from lar.formula.macros import Macro
 
 MAX_TOKENS = 6000
 """Formulas are cut at this many raw tokens (after macro expansion); ``truncated`` says so."""

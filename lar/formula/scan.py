@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .macros import Macro, parse_macros
+from lar.formula.macros import Macro, parse_macros
 
 MATH_ENVS = frozenset("equation align gather multline eqnarray displaymath math flalign alignat "
                       "dmath".split())

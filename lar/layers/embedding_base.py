@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from ..building import BuildingLayer, SkipUnit
-from ..errors import ConfigError, LarError, MissingExtraError
-from ..layer import LayerContext, Unit
+from lar.building import BuildingLayer, SkipUnit
+from lar.errors import ConfigError, LarError, MissingExtraError
+from lar.layer import LayerContext, Unit
 
 __all__ = ["EmbeddingLayer", "ModelProblem"]
 

@@ -31,14 +31,14 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from ..building import BuildingLayer, SkipUnit
-from ..errors import QueryError
-from ..formula.macros import strip_definitions
-from ..formula.normalize import normalise
-from ..formula.scan import find_formulas, strip_delimiters
-from ..formula.similarity import Features, features, similarity
-from ..layer import Budget, ScopeView, Unit
-from ..types import Hit, Span
+from lar.building import BuildingLayer, SkipUnit
+from lar.errors import QueryError
+from lar.formula.macros import strip_definitions
+from lar.formula.normalize import normalise
+from lar.formula.scan import find_formulas, strip_delimiters
+from lar.formula.similarity import Features, features, similarity
+from lar.layer import Budget, ScopeView, Unit
+from lar.types import Hit, Span
 
 DEFAULT_MIN_SCORE = 0.3
 MAX_FORMULAS_PER_UNIT = 20_000
@@ -144,7 +144,7 @@ class FormulaLayer(BuildingLayer):
     @property
     def build_version(self) -> str:
         """Layer and chunker version plus the extractor versions whose text spans point into."""
-        from ..extract import extractor_version
+        from lar.extract import extractor_version
 
         parts = []
         for kind in EXTRACTOR_KINDS:

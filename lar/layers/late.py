@@ -30,14 +30,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, LarError, QueryError
-from ..layer import Budget, Candidate, LayerContext, ScopeView, Unit
-from ..late.arena import TokenArena
-from ..late.explain import localise, token_matches
-from ..late.query import parse_late_query, token_weights
-from ..late.scan import DEFAULT_BLOCK_TOKENS, scan_units
-from ..types import Hit, Span
-from .embedding_base import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
+from lar.errors import ConfigError, LarError, QueryError
+from lar.layer import Budget, Candidate, LayerContext, ScopeView, Unit
+from lar.late.arena import TokenArena
+from lar.late.explain import localise, token_matches
+from lar.late.query import parse_late_query, token_weights
+from lar.late.scan import DEFAULT_BLOCK_TOKENS, scan_units
+from lar.types import Hit, Span
+from lar.layers.embedding_base import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
 
 PCA_SAMPLE_UNITS = 64
 PCA_SAMPLE_TOKENS = 200_000
@@ -87,9 +87,9 @@ class LateLayer(EmbeddingLayer):
         super().__init__(ctx)
         self._model_id = "none"
         try:
-            from ..embed.models import resolve_model
+            from lar.embed.models import resolve_model
 
-            from ..embed.adapters import check_kind
+            from lar.embed.adapters import check_kind
 
             self._ref = resolve_model(self.options["model"])
             check_kind(self._ref, self.options["kind"])  # on the files: never a random head
@@ -130,8 +130,8 @@ class LateLayer(EmbeddingLayer):
         self.fail_if_unusable()
         with self._init_lock:
             if self._encoder is None:
-                from ..embed.adapters import load_token_encoder
-                from ..vectors.shared import SharedEncodings
+                from lar.embed.adapters import load_token_encoder
+                from lar.vectors.shared import SharedEncodings
 
                 try:
                     enc = load_token_encoder(self._ref.path, kind=self.options["kind"])
@@ -156,7 +156,7 @@ class LateLayer(EmbeddingLayer):
             return None
         if self._pca is not None:
             return self._pca
-        from ..vectors.levers import fit_pca, load_pca
+        from lar.vectors.levers import fit_pca, load_pca
 
         p = self._pca_path()
         if p.exists():
@@ -185,7 +185,7 @@ class LateLayer(EmbeddingLayer):
 
     # -- building ---------------------------------------------------------------------------
     def _derived_path(self, h: str):
-        from ..vectors.sidecar import sidecar_path
+        from lar.vectors.sidecar import sidecar_path
 
         return sidecar_path(self.dir / "sidecars", h)
 
@@ -195,8 +195,8 @@ class LateLayer(EmbeddingLayer):
         enc = self.shared.encode(unit.hash, doc)
         info = {"chunks": enc.n_chunks, "tokens": enc.n_tokens}
         if self.levers:
-            from ..vectors.levers import apply_pca, pool_tokens, quantize_int8
-            from ..vectors.sidecar import write_sidecar
+            from lar.vectors.levers import apply_pca, pool_tokens, quantize_int8
+            from lar.vectors.sidecar import write_sidecar
 
             o = self.options
             if o["pool"] > 1:
@@ -263,7 +263,7 @@ class LateLayer(EmbeddingLayer):
     def _load_sidecar(self, h: str):
         """The sidecar encoding of unit ``h``. A corrupt, truncated or stale sidecar is
         deleted, its manifest row forgotten (so it is rebuilt) and ``LookupError`` raised."""
-        from ..vectors.sidecar import CorruptSidecarError, open_sidecar
+        from lar.vectors.sidecar import CorruptSidecarError, open_sidecar
 
         try:
             if not self.levers:
@@ -368,7 +368,7 @@ class LateLayer(EmbeddingLayer):
         return self._hits(lq, qe, q, w, res, paths, budget)
 
     def _hits(self, lq, qe, q, w, res, paths, budget) -> list[Hit]:
-        from ..maxsim._common import to_f32
+        from lar.maxsim._common import to_f32
 
         hits: list[Hit] = []
         texts: dict[str, bytes] = {}

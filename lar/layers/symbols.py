@@ -28,13 +28,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from ..building import BuildingLayer, SkipUnit
-from ..code.langs import FALLBACK_GRAMMAR, extension, symbol_language
-from ..code.symstore import SymbolStore, innermost
-from ..code.treesitter import extract
-from ..errors import QueryError
-from ..layer import Budget, ScopeView, Unit
-from ..types import Hit, Span
+from lar.building import BuildingLayer, SkipUnit
+from lar.code.langs import FALLBACK_GRAMMAR, extension, symbol_language
+from lar.code.symstore import SymbolStore, innermost
+from lar.code.treesitter import extract
+from lar.errors import QueryError
+from lar.layer import Budget, ScopeView, Unit
+from lar.types import Hit, Span
 
 KINDS = frozenset({"function", "method", "constructor", "class", "struct", "union", "interface",
                    "trait", "enum", "type", "namespace", "module", "macro"})

@@ -14,10 +14,10 @@ import sqlite3
 import threading
 from typing import Any
 
-from ..building import BuildingLayer, SkipUnit
-from ..errors import QueryError
-from ..layer import Budget, ScopeView, Unit
-from ..types import Hit, Span
+from lar.building import BuildingLayer, SkipUnit
+from lar.errors import QueryError
+from lar.layer import Budget, ScopeView, Unit
+from lar.types import Hit, Span
 
 MAX_LINES_PER_UNIT = 50
 

@@ -5,6 +5,6 @@ Nothing here knows a layer by name; ``lar.layers.bm25`` composes these parts.
 """
 from __future__ import annotations
 
-from .tokenize import SETTINGS, STOPWORDS_EN, Tokenizer, split_identifier
+from lar.lexical.tokenize import SETTINGS, STOPWORDS_EN, Tokenizer, split_identifier
 
 __all__ = ["SETTINGS", "STOPWORDS_EN", "Tokenizer", "split_identifier"]

@@ -20,9 +20,9 @@ import zlib
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from ..chunking import chunk
-from ..errors import CorruptStateError
-from ..extract import Document, plain
+from lar.chunking import chunk
+from lar.errors import CorruptStateError
+from lar.extract import Document, plain
 
 CODE_CHUNKER_VERSION = "1"
 MAX_SUB_SPANS = 20

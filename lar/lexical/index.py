@@ -25,8 +25,8 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from .chunks import UnitStore
-from .segments import CorruptSegment, Layout, Segment, SegmentParams, SegmentStore, global_weights
+from lar.lexical.chunks import UnitStore
+from lar.lexical.segments import CorruptSegment, Layout, Segment, SegmentParams, SegmentStore, global_weights
 
 Result = tuple[float, str, int, int]  # score, hash, start, end
 

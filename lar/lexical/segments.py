@@ -25,8 +25,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..errors import require
-from ..store.cas import atomic_write
+from lar.errors import require
+from lar.store.cas import atomic_write
 
 SEGMENT_FORMAT = 1
 HEADER = "segment.json"

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Callable
 
-from ..errors import ConfigError, require
-from ..extract import kind_for
+from lar.errors import ConfigError, require
+from lar.extract import kind_for
 
 # A small English stopword list (function words only: content words are never dropped).
 STOPWORDS_EN: frozenset[str] = frozenset("""

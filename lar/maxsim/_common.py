@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from ..errors import ConfigError
+from lar.errors import ConfigError
 
 __all__ = [
     "is_torch_tensor",

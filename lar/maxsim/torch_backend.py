@@ -16,10 +16,10 @@ from typing import Iterator
 
 import numpy as np
 
-from ..errors import ConfigError, require
-from ._common import check_block_tokens, check_doc_tokens, check_query, check_weights
-from ._common import is_torch_tensor, plan_blocks, validate
-from .numpy_backend import Explanation
+from lar.errors import ConfigError, require
+from lar.maxsim._common import check_block_tokens, check_doc_tokens, check_query, check_weights
+from lar.maxsim._common import is_torch_tensor, plan_blocks, validate
+from lar.maxsim.numpy_backend import Explanation
 
 __all__ = [
     "COMPUTE_DTYPES",

@@ -4,13 +4,13 @@ offers sampling). ``LarTools`` holds the tools without the SDK; ``serve`` runs t
 (the optional ``mcp`` package: ``pip install 'lar[agent]'``). See docs/agents.md."""
 from __future__ import annotations
 
-from .tools import (SPECS, ClientGenerator, LarTools, Reply, SamplingUnavailableError,
+from lar.mcp.tools import (SPECS, ClientGenerator, LarTools, Reply, SamplingUnavailableError,
                     ToolArgumentError, UnknownToolError)
 
 
 def serve(*args, **kwargs) -> None:
     """Serve a root over stdio (see ``lar.mcp.server.serve``)."""
-    from .server import serve as _serve
+    from lar.mcp.server import serve as _serve
 
     _serve(*args, **kwargs)
 

@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ..errors import ConfigError, LarError
-from ..timebox import parse_duration
+from lar.errors import ConfigError, LarError
+from lar.timebox import parse_duration
 
 REQUIRED = object()
 

@@ -10,8 +10,8 @@ import os
 import warnings
 from typing import Any, Mapping, Sequence
 
-from ..errors import require
-from .tools import SPECS, LarTools, SamplingUnavailableError
+from lar.errors import require
+from lar.mcp.tools import SPECS, LarTools, SamplingUnavailableError
 
 SAMPLE_TIMEOUT_S = 300.0
 SAMPLE_SYSTEM = ("You write short search aids for a file index: plain lines starting SUMMARY: or "

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
-from ..derive import GeneratorError, SamplingGenerator
-from ..errors import LarError, ScopeError
-from ..toolcache import ToolCache, count_tokens, is_tool_id
-from .args import (Param, ToolArgumentError, ToolSpec, _argv, _boolean, _choice, _globs,  # noqa: F401
+from lar.derive import GeneratorError, SamplingGenerator
+from lar.errors import LarError, ScopeError
+from lar.toolcache import ToolCache, count_tokens, is_tool_id
+from lar.mcp.args import (Param, ToolArgumentError, ToolSpec, _argv, _boolean, _choice, _globs,  # noqa: F401
                    _integer, _names, _query, _seconds, _string)
 
 log = logging.getLogger("lar.mcp")
@@ -120,7 +120,7 @@ class LarTools:
     def __init__(self, root: str | Path, *, state: str | Path | None = None,
                  allowed_commands: Sequence[str] | None = None,
                  config: Mapping[str, Any] | None = None, layers: Sequence[str] | None = None):
-        from ..engine import default_state_dir
+        from lar.engine import default_state_dir
 
         root_path = Path(root).expanduser()
         if not root_path.is_dir():

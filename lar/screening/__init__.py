@@ -7,12 +7,12 @@ batch outcomes so that a later call can resume. See docs/screening.md.
 """
 from __future__ import annotations
 
-from .batches import DEFAULT_BATCH_BYTES, ORDERS, BatchItem
-from .candidates import ScreenCandidate, Unknown
-from .errors import (CandidateError, CorruptRunError, RunLockedError, RunNotFoundError,
+from lar.screening.batches import DEFAULT_BATCH_BYTES, ORDERS, BatchItem
+from lar.screening.candidates import ScreenCandidate, Unknown
+from lar.screening.errors import (CandidateError, CorruptRunError, RunLockedError, RunNotFoundError,
                      ScreenerFailedError, ScreeningConfigError, ScreeningError)
-from .route import list_runs, load_run, screen
-from .run import SIGNAL, BatchRecord, ItemRecord, ScreeningRun, SnapshotUnit
+from lar.screening.route import list_runs, load_run, screen
+from lar.screening.run import SIGNAL, BatchRecord, ItemRecord, ScreeningRun, SnapshotUnit
 
 __all__ = [
     "BatchItem", "BatchRecord", "CandidateError", "CorruptRunError", "DEFAULT_BATCH_BYTES",

@@ -19,10 +19,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..errors import LarError
-from ..store.reader import line_range
-from ..types import HASH_RE
-from .errors import ScreeningConfigError
+from lar.errors import LarError
+from lar.store.reader import line_range
+from lar.types import HASH_RE
+from lar.screening.errors import ScreeningConfigError
 
 ORDERS = ("path", "usage", "shuffle")
 DEFAULT_BATCH_BYTES = 16_000

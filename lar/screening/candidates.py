@@ -22,10 +22,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..engine import make_excerpt
-from ..types import Span
-from .batches import BatchItem, item_lines, parse_address
-from .errors import CandidateError
+from lar.engine import make_excerpt
+from lar.types import Span
+from lar.screening.batches import BatchItem, item_lines, parse_address
+from lar.screening.errors import CandidateError
 
 _CANDIDATE_KEYS = {"item", "address", "index", "span", "lines", "quote", "note", "score"}
 

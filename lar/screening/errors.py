@@ -1,7 +1,7 @@
 """Typed errors of the screening route. Each says what was wrong and what to do about it."""
 from __future__ import annotations
 
-from ..errors import ConfigError, LarError
+from lar.errors import ConfigError, LarError
 
 
 class ScreeningError(LarError):

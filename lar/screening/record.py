@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from .batches import PlannedItem
-from .candidates import Outcome
-from .errors import CorruptRunError, RunLockedError, RunNotFoundError, ScreeningConfigError
+from lar.screening.batches import PlannedItem
+from lar.screening.candidates import Outcome
+from lar.screening.errors import CorruptRunError, RunLockedError, RunNotFoundError, ScreeningConfigError
 
 SCHEMA_VERSION = "1"
 BATCH_STATES = ("pending", "processed", "failed")

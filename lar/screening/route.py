@@ -14,15 +14,15 @@ import inspect
 import time
 from typing import Any, Callable, Iterable, Sequence
 
-from ..errors import LarError
-from ..scope import Scope
-from ..timebox import parse_duration
-from .batches import (DEFAULT_BATCH_BYTES, BatchItem, PlannedItem, digest, order_units, plan,
+from lar.errors import LarError
+from lar.scope import Scope
+from lar.timebox import parse_duration
+from lar.screening.batches import (DEFAULT_BATCH_BYTES, BatchItem, PlannedItem, digest, order_units, plan,
                       validate_budget, validate_order)
-from .candidates import Outcome, judge
-from .errors import CorruptRunError, RunNotFoundError, ScreenerFailedError, ScreeningConfigError
-from .record import RunStore, check_name, new_run_id, run_lock, run_path, runs_dir
-from .run import ScreeningRun, load_view
+from lar.screening.candidates import Outcome, judge
+from lar.screening.errors import CorruptRunError, RunNotFoundError, ScreenerFailedError, ScreeningConfigError
+from lar.screening.record import RunStore, check_name, new_run_id, run_lock, run_path, runs_dir
+from lar.screening.run import ScreeningRun, load_view
 
 Screener = Callable[[Sequence[BatchItem]], Iterable[Any] | None]
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from ..result import JSON_SCHEMA_VERSION, _polars, _table
-from ..types import Evidence, Hit, Span
-from .batches import ORDERS
-from .errors import ScreeningConfigError
-from .record import BATCH_STATES, RunStore, check_name
+from lar.result import JSON_SCHEMA_VERSION, _polars, _table
+from lar.types import Evidence, Hit, Span
+from lar.screening.batches import ORDERS
+from lar.screening.errors import ScreeningConfigError
+from lar.screening.record import BATCH_STATES, RunStore, check_name
 
 SIGNAL = "screen"
 ITEM_STATES = ("pending", "screened", "unreadable")
@@ -268,7 +268,7 @@ def _hits(engine, store: RunStore, run_id: str, question: str | None) -> list[Hi
 
 def load_view(engine, store: RunStore, *, last_call: dict | None = None) -> ScreeningRun:
     """Read the record into a ``ScreeningRun``, comparing the snapshot with the file index now."""
-    from ..scope import Scope
+    from lar.scope import Scope
 
     meta = store.meta()
     units = [SnapshotUnit(*r) for r in store.rows(

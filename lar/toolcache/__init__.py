@@ -14,13 +14,13 @@ the MCP server (allow-list, path checks, withheld lines) in ``lar.toolcache.secu
 """
 from __future__ import annotations
 
-from .cache import DEFAULT_ENV_KEYS, ToolCache
-from .errors import (OutOfScopeError, ToolCacheError, ToolIdError, ToolNotAllowedError,
+from lar.toolcache.cache import DEFAULT_ENV_KEYS, ToolCache
+from lar.toolcache.errors import (OutOfScopeError, ToolCacheError, ToolIdError, ToolNotAllowedError,
                      ToolRunError, ToolTimeoutError)
-from .security import DEFAULT_ALLOWED, GIT_SUBCOMMANDS, Guard
-from .store import ToolRecord
-from .ids import ToolFetched, ToolId, is_tool_id, parse_tool_id
-from .view import ITEM_MAX_LINES, ToolView, ViewItem, count_tokens
+from lar.toolcache.security import DEFAULT_ALLOWED, GIT_SUBCOMMANDS, Guard
+from lar.toolcache.store import ToolRecord
+from lar.toolcache.ids import ToolFetched, ToolId, is_tool_id, parse_tool_id
+from lar.toolcache.view import ITEM_MAX_LINES, ToolView, ViewItem, count_tokens
 
 __all__ = [
     "DEFAULT_ALLOWED", "DEFAULT_ENV_KEYS", "GIT_SUBCOMMANDS", "Guard", "ITEM_MAX_LINES",

@@ -7,13 +7,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..errors import ConfigError
-from .errors import OutOfScopeError, ToolIdError, ToolNotAllowedError
-from .ids import ToolFetched, parse_tool_id
-from .runner import RawRun, callable_identity, run_callable, run_command
-from .security import Guard
-from .store import SHORT, RunStore, ToolRecord, input_digest, tool_key
-from .view import ToolView, build_view, join_lines, select, split_lines
+from lar.errors import ConfigError
+from lar.toolcache.errors import OutOfScopeError, ToolIdError, ToolNotAllowedError
+from lar.toolcache.ids import ToolFetched, parse_tool_id
+from lar.toolcache.runner import RawRun, callable_identity, run_callable, run_command
+from lar.toolcache.security import Guard
+from lar.toolcache.store import SHORT, RunStore, ToolRecord, input_digest, tool_key
+from lar.toolcache.view import ToolView, build_view, join_lines, select, split_lines
 
 DEFAULT_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "GIT_DIR", "GIT_WORK_TREE",
                     "PYTHONPATH")

@@ -1,7 +1,7 @@
 """Typed errors of the tool-output cache. Each message says what was wrong and what to do."""
 from __future__ import annotations
 
-from ..errors import LarError
+from lar.errors import LarError
 
 
 class ToolCacheError(LarError):

@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ToolIdError
+from lar.toolcache.errors import ToolIdError
 
 _ID = re.compile(r"^t([0-9a-f]{6,32})(?::(?:(\d+)(?:-(\d+))?|L(\d+)(?:-(\d+))?))?$")
 

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from .errors import ToolRunError, ToolTimeoutError
+from lar.toolcache.errors import ToolRunError, ToolTimeoutError
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def resolve_executable(name: str, env: Mapping[str, str]) -> str:
     if found:
         return found
     if name == "rg":
-        from ..rg import rg_path
+        from lar.rg import rg_path
 
         return rg_path()
     raise ToolRunError(f"command {name!r} was not found on PATH; install it or give its full path")

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from .errors import OutOfScopeError, ToolNotAllowedError
-from .store import ToolRecord
-from .view import bare_path, file_prefix
+from lar.toolcache.errors import OutOfScopeError, ToolNotAllowedError
+from lar.toolcache.store import ToolRecord
+from lar.toolcache.view import bare_path, file_prefix
 
 DEFAULT_ALLOWED = ("rg", "grep", "ls", "cat", "head", "tail", "wc", "find", "git")
 GIT_SUBCOMMANDS = ("log", "show", "diff", "status", "grep", "blame", "ls-files")
@@ -151,7 +151,7 @@ class Guard:
         where = self.resolve_cwd(cwd)
         args = list(argv[1:])
         run_args = self._check_args(name, args, where)
-        from .runner import resolve_executable
+        from lar.toolcache.runner import resolve_executable
 
         env = self.environment()
         return Prepared(tuple([name, *run_args]), resolve_executable(name, env), str(where), env)

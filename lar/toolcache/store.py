@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from ..errors import CorruptStateError
-from ..store.cas import atomic_write
-from .errors import ToolIdError
+from lar.errors import CorruptStateError
+from lar.store.cas import atomic_write
+from lar.toolcache.errors import ToolIdError
 
 KEY_HEX = 32
 SHORT = 12

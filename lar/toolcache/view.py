@@ -42,8 +42,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
-from .errors import ToolIdError
-from .ids import _ID, ToolId
+from lar.toolcache.errors import ToolIdError
+from lar.toolcache.ids import _ID, ToolId
 
 ITEM_MAX_LINES = 20
 _NUMBERED = re.compile(r"^([^\s:]+):(\d+):")
@@ -56,7 +56,7 @@ def count_tokens(text: str) -> int:
     """Tokens of ``text``: ``lar.calllog.count_tokens`` when that module exists, else about
     four characters per token."""
     try:
-        from ..calllog import count_tokens as _count  # type: ignore[attr-defined]
+        from lar.calllog import count_tokens as _count  # type: ignore[attr-defined]
     except ImportError:
         return (len(text) + 3) // 4
     return int(_count(text))

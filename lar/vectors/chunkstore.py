@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..background import ScoreBackground, ScoreMoments
-from ..errors import ConfigError, CorruptStateError
-from ..maxsim._common import f16_to_f32
+from lar.background import ScoreBackground, ScoreMoments
+from lar.errors import ConfigError, CorruptStateError
+from lar.maxsim._common import f16_to_f32
 
 try:
     import fcntl

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError
+from lar.errors import ConfigError
 
 __all__ = ["UnitEncoding"]
 

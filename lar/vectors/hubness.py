@@ -20,7 +20,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import ConfigError
+from lar.errors import ConfigError
 
 SELF_COSINE = 0.9999
 DEFAULT_K = 5

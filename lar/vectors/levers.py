@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, CorruptStateError, require
-from ..store.cas import atomic_write
-from .encoding import UnitEncoding
-from .sidecar import _index_dtype
+from lar.errors import ConfigError, CorruptStateError, require
+from lar.store.cas import atomic_write
+from lar.vectors.encoding import UnitEncoding
+from lar.vectors.sidecar import _index_dtype
 
 __all__ = ["pool_tokens", "PcaModel", "fit_pca", "apply_pca", "load_pca", "quantize_int8",
            "bytes_per_token", "MAX_PCA_SAMPLE"]

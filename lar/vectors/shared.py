@@ -12,9 +12,9 @@ import threading
 from pathlib import Path
 from typing import Iterable
 
-from ..chunking import CHUNKER_VERSION, chunk
-from .encoding import UnitEncoding
-from .sidecar import CorruptSidecarError, open_sidecar, sidecar_path, write_sidecar
+from lar.chunking import CHUNKER_VERSION, chunk
+from lar.vectors.encoding import UnitEncoding
+from lar.vectors.sidecar import CorruptSidecarError, open_sidecar, sidecar_path, write_sidecar
 
 __all__ = ["SharedEncodings", "chunk_target_bytes", "embedding_chunks"]
 

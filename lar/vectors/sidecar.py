@@ -39,9 +39,9 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..errors import ConfigError, CorruptStateError
-from ..store.cas import atomic_write
-from .encoding import UnitEncoding
+from lar.errors import ConfigError, CorruptStateError
+from lar.store.cas import atomic_write
+from lar.vectors.encoding import UnitEncoding
 
 __all__ = [
     "MAGIC", "FORMAT", "SUFFIX", "CorruptSidecarError", "Sidecar", "write_sidecar",

@@ -203,7 +203,7 @@ def rerun(engine, data: ExplainData, weights: Sequence[float], *, timebox: float
     return res, data.with_weights(weights)
 
 
-from .explain_render import (MAX_WEIGHT, chart_svg, contribution_chart,  # noqa: E402,F401
+from lar_magics.explain_render import (MAX_WEIGHT, chart_svg, contribution_chart,  # noqa: E402,F401
                              heatmap_html, span_html)
 
 

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from lar.cli import _csv, _duration  # the lar command's own flag parsing
 
-from .errors import MagicUsageError
+from lar_magics.errors import MagicUsageError
 
 
 class HelpShown(Exception):

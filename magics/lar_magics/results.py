@@ -14,9 +14,9 @@ from lar.errors import HitNotFoundError, LarError
 from lar.result import Fetched, Result
 from lar.types import RunState
 
-from . import render
-from .errors import MagicError
-from .session import SESSION, as_magic, unrecorded
+from lar_magics import render
+from lar_magics.errors import MagicError
+from lar_magics.session import SESSION, as_magic, unrecorded
 
 SEARCH_KEYS = ("timebox", "k", "emphasis", "layers", "exclude", "scope", "fusion", "rrf_c",
                "strict", "tokens")
@@ -165,13 +165,13 @@ class Results:
 
     def widget(self):
         """The interactive results view (ipywidgets)."""
-        from .results_view import ResultsView
+        from lar_magics.results_view import ResultsView
 
         return ResultsView(self)
 
     def explain(self, ref: int | str):
         """The explain view of a late-interaction hit (``lar_magics.explain_view``)."""
-        from .views import explain
+        from lar_magics.views import explain
 
         return explain(self.engine, self, self.hit(ref).id if not isinstance(ref, str) else ref)
 

@@ -11,8 +11,8 @@ import html
 
 from lar.errors import LarError, StaleSpanError, require
 
-from . import render
-from .results import Results, unit_text
+from lar_magics import render
+from lar_magics.results import Results, unit_text
 
 FETCH_CONTEXT = 2
 widgets = require("ipywidgets", "notebook")
@@ -130,7 +130,7 @@ class ResultsView(widgets.VBox):
 
     def refresh(self) -> Results:
         """Run the search again and redraw."""
-        from .session import SESSION
+        from lar_magics.session import SESSION
 
         was_last = SESSION.last is self.results
         self.results = self.results.rerun()

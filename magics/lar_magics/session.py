@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import lar
 
-from .errors import MagicError, NoEngineError
+from lar_magics.errors import MagicError, NoEngineError
 
 ENV_WORKDIR = "LAR_NOTEBOOK_WORKDIR"  # where the demo corpus lives (default: as `lar demo`)
 
