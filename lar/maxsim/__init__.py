@@ -17,8 +17,8 @@ import importlib.util
 
 import numpy as np
 
-from lar.errors import ConfigError
-from lar.maxsim._common import check_doc_tokens, check_starts, is_torch_tensor
+from lar.core.errors import ConfigError
+from lar.maxsim.common import check_doc_tokens, check_starts, is_torch_tensor
 from lar.maxsim.numpy_backend import (
     DEFAULT_BLOCK_TOKENS,
     Explanation,

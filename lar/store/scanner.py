@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from lar.errors import LarError
-from lar.rg import BASE_FLAGS, ignore_flags, rg_path
-from lar.extract import BINARY_EXTRACTABLE
+from lar.core.errors import LarError
+from lar.store.rg import BASE_FLAGS, ignore_flags, rg_path
+from lar.store.extract import BINARY_EXTRACTABLE
 from lar.store.cas import content_hash
 from lar.store.fileindex import FileIndex
 

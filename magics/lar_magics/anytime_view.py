@@ -11,8 +11,8 @@ import html
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from lar.errors import require
-from lar.timebox import parse_duration
+from lar.core.errors import require
+from lar.core.timebox import parse_duration
 
 from lar_magics import render
 from lar_magics.results import Results, search

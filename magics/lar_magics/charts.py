@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from lar.errors import require
+from lar.core.errors import require
 
 from lar_magics.results import Results, search
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from lar.errors import LarError
+from lar.core.errors import LarError
 
 from lar_magics import parsing
 from lar_magics.errors import MagicError, MagicUsageError
@@ -226,7 +226,7 @@ class LarMagics(Magics):
 
     def _eval(self, argv: list[str]):
         try:
-            from evals.cli import main as eval_main
+            from lar_evals.cli import main as eval_main
         except ImportError as exc:
             raise MagicError("the evaluation harness (package 'evals') is not importable here; "
                              "start the notebook from the repository root, or reinstall lar "

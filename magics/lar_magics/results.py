@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from lar.errors import HitNotFoundError, LarError
-from lar.result import Fetched, Result
-from lar.types import RunState
+from lar.core.errors import HitNotFoundError, LarError
+from lar.core.result import Fetched, Result
+from lar.core.types import RunState
 
 from lar_magics import render
+from lar_magics.render import unit_text
 from lar_magics.errors import MagicError
 from lar_magics.session import SESSION, as_magic, unrecorded
 
@@ -33,14 +34,6 @@ def widgets_live() -> bool:
         return False
     ip = get_ipython()
     return ip is not None and getattr(ip, "kernel", None) is not None
-
-
-def unit_text(engine, hit) -> bytes | None:
-    """The text the hit's span indexes into (the snapshot kept at search time), or None."""
-    try:
-        return engine.read_bytes(hit.hash)
-    except (LarError, OSError):
-        return None
 
 
 class Results:

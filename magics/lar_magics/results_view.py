@@ -8,11 +8,15 @@ itself) runs the search again and redraws the cards.
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
-from lar.errors import LarError, StaleSpanError, require
+from lar.core.errors import LarError, StaleSpanError, require
 
 from lar_magics import render
-from lar_magics.results import Results, unit_text
+from lar_magics.render import unit_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lar_magics.results import Results
 
 FETCH_CONTEXT = 2
 widgets = require("ipywidgets", "notebook")

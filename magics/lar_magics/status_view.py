@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from lar.errors import LarError, require
+from lar.core.errors import LarError, require
 
 from lar_magics import render
 from lar_magics.session import SESSION, unrecorded
