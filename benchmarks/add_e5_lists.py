@@ -5,9 +5,9 @@ encodings ``study_fusion_ceiling.py --e5`` cached (whole documents, outside the 
         --work /tmp/lar-ceiling
 
 For every query of ``RUNS_DIR/route-lists.jsonl.gz`` it adds the 100 best documents by e5 cosine
-and the background of all documents' cosines (``lar.background``'s ``{"n", "mean", "std"}``),
+and the background of all documents' cosines (``lar.core.background``'s ``{"n", "mean", "std"}``),
 as the engine's ``dense-e5`` layer records them, and writes ``OUT_RUNS_DIR/route-lists.jsonl.gz``
-for ``python -m evals fit``. It stands in for the engine's own e5 lists where building them
+for ``python -m lar_evals fit``. It stands in for the engine's own e5 lists where building them
 takes too long (SciFact's 5,183 abstracts: under 1 unit/s on 2 shared cores, 24 min on 2 idle
 ones); the engine scores chunks, this whole documents, so figures from it are labelled as
 emulated. The packaged model no longer uses it (``2026-11-30-fusion-fit-engine.md``).

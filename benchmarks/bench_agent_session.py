@@ -5,7 +5,7 @@ agent reads: the compact reply) per call and in total, plus the tokens fetched o
 Run: .venv/bin/python benchmarks/bench_agent_session.py [--out benchmarks/results/DATE-agent-session]
 
 The corpus is this interpreter's stdlib without site-packages, test folders, caches and binary
-modules, copied to a temp folder. The session runs in-process through ``lar.mcp.LarTools`` (the
+modules, copied to a temp folder. The session runs in-process through ``lar.apps.mcp.LarTools`` (the
 code the MCP server runs, without the stdio transport) with cheap layers only (names, grep,
 bm25, trigram), so it needs no model. Per call:
 
@@ -32,8 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from lar.calllog import token_counter
-from lar.mcp import LarTools
+from lar.record.calllog import token_counter
+from lar.apps.mcp import LarTools
 
 LAYERS = ["names", "grep", "bm25", "trigram"]
 IGNORE = shutil.ignore_patterns("site-packages", "__pycache__", "test", "tests", "idle_test",
@@ -144,8 +144,8 @@ def main(argv=None) -> int:
 def _full_text(tools: LarTools, hit_id: str) -> str:
     """A hit's full text, read past the tools (so the call log sees only the session's calls)."""
     from lar.store.reader import decode_span
-    from lar.toolcache import is_tool_id
-    from lar.types import parse_hit_id
+    from lar.apps.toolcache import is_tool_id
+    from lar.core.types import parse_hit_id
 
     if is_tool_id(hit_id):
         return tools.tools.fetch(hit_id).text

@@ -1,4 +1,4 @@
-"""What reporting a score background (lar.background) costs a search, side by side in one run.
+"""What reporting a score background (lar.core.background) costs a search, side by side in one run.
 
     python benchmarks/bench_backgrounds.py --out benchmarks/results/DATE-backgrounds
 
@@ -25,9 +25,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from report_io import write_results  # noqa: E402
 
-from lar.background import ScoreMoments  # noqa: E402
-from lar.lexical.segments import SegmentParams, SegmentStore  # noqa: E402
-from lar.vectors.chunkstore import ChunkVectorStore  # noqa: E402
+from lar.core.background import ScoreMoments  # noqa: E402
+from lar.layers.kits.lexical.segments import SegmentParams, SegmentStore  # noqa: E402
+from lar.layers.kits.vectors.chunkstore import ChunkVectorStore  # noqa: E402
 
 
 def paired(fa, fb, reps: int) -> tuple[float, float]:

@@ -43,7 +43,7 @@ for _var in ("XDG_CACHE_HOME", "IR_DATASETS_HOME", "NUMBA_CACHE_DIR", "MPLCONFIG
     os.environ.setdefault(_var, os.path.join(_TMP_HOME, _var.lower()))
 
 import lar  # noqa: E402
-from lar.layer import Budget  # noqa: E402
+from lar.core.layer import Budget  # noqa: E402
 from lar.layers.bm25 import BM25Layer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -44,7 +44,7 @@ LAYERS = ["static", "dense", "late", *VARIANTS]
 def layer_bytes(layer) -> dict:
     """Stored bytes of a late layer's sidecars per *document* token (the unpooled token count of
     the shared encodings), and how many token vectors it stores."""
-    from lar.vectors.sidecar import open_sidecar
+    from lar.layers.kits.vectors.sidecar import open_sidecar
 
     ok = [h for h, st in layer.built().items() if st == "ok"]
     total, doc_tokens, stored = 0, 0, 0
@@ -77,8 +77,8 @@ def run_queries(eng, name, queries, paths, k=100):
 def build_cost(root: Path, paths: dict, n_docs: int, state: Path) -> dict:
     """lar's dense build (the shared pass) and late build (reuse) against raw ST encode."""
     import lar
-    from lar.embed.encoder import get_encoder
-    from lar.vectors.shared import embedding_chunks
+    from lar.encoders.encoder import get_encoder
+    from lar.layers.kits.vectors.shared import embedding_chunks
 
     sub = root.parent / (root.name + "-sub")
     sub.mkdir(exist_ok=True)

@@ -43,7 +43,7 @@ def demo_texts(kind: str, chars: int, limit: int) -> list[str]:
 def time_minilm(texts: list[str]) -> dict:
     from sentence_transformers import SentenceTransformer
 
-    from lar.embed.models import resolve_model, set_offline_env
+    from lar.encoders.models import resolve_model, set_offline_env
 
     set_offline_env()
     model = SentenceTransformer(str(resolve_model(None).path), device="cpu")
@@ -57,7 +57,7 @@ def time_minilm(texts: list[str]) -> dict:
 
 
 def time_e5(texts: list[str]) -> dict:
-    from lar.embed.e5 import E5Encoder
+    from lar.encoders.e5 import E5Encoder
 
     enc = E5Encoder()
     enc.encode_passages(texts[:4])

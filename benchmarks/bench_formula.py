@@ -44,10 +44,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import lar
-from lar.formula.scan import strip_delimiters
-from lar.layer import Budget
-from lar.layers.formula import FormulaLayer
-from lar.registry import registered_layers
+from lar.layers.formula.scan import strip_delimiters
+from lar.core.layer import Budget
+from lar.layers.formula.layer import FormulaLayer
+from lar.core.registry import registered_layers
 
 SEED = 20261129
 _PROTECT = re.compile(

@@ -3,11 +3,11 @@
     python benchmarks/bench_fusion.py RUNS_DIR [RUNS_DIR ...] --model MODEL.json --pool 100 \
         --out benchmarks/results/DATE-fusion-time
 
-Reads each runs dir's ``route-lists.jsonl.gz`` (written by ``python -m evals beir``), cuts every
+Reads each runs dir's ``route-lists.jsonl.gz`` (written by ``python -m lar_evals beir``), cuts every
 route's list to ``--pool`` documents (the engine takes ``pool = max(20, 5 k)`` hits per layer:
-100 for the default ``k = 20``) and times ``lar.fusion.fuse`` per query for every policy, all
+100 for the default ``k = 20``) and times ``lar.fusion.policies.fuse`` per query for every policy, all
 policies interleaved query by query in one process so machine noise hits them alike.
-``adaptive (by unit)`` is the engine's default path (``units=``, :mod:`lar.fusion_units`).
+``adaptive (by unit)`` is the engine's default path (``units=``, :mod:`lar.fusion.units`).
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import statistics
 import time
 from pathlib import Path
 
-from lar.fusion import POLICIES, fuse
-from lar.fusion_adaptive import load_model
+from lar.fusion.policies import POLICIES, fuse
+from lar.fusion.model import load_model
 
 UNITS = "adaptive (by unit)"
 

@@ -3,7 +3,7 @@
     python benchmarks/bench_hubness.py BEIR_DIR SPLIT --state STATE --weights 0,0.25,0.5 \
         --out benchmarks/results/DATE-hubness-NAME
 
-For each weight ``w`` this runs ``python -m evals beir BEIR_DIR --routes dense`` with
+For each weight ``w`` this runs ``python -m lar_evals beir BEIR_DIR --routes dense`` with
 ``{"dense_hubness": w}`` (every query of the split; the state dir's dense index is reused, so
 only searches run), then scores the ``route-dense`` TREC runs with ranx side by side: mean
 nDCG@10 and Recall@10 per weight and a paired t-test of each weight against ``w = 0``.
@@ -49,7 +49,7 @@ def main() -> None:
     args = ap.parse_args()
     from ranx import Qrels, Run, compare
 
-    from evals.data import load_beir
+    from lar_evals.data import load_beir
 
     weights = [float(w) for w in args.weights.split(",")]
     work = Path(args.work)

@@ -67,7 +67,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lar.maxsim import maxsim  # noqa: E402
-from lar.maxsim._common import f16_to_f32  # noqa: E402
+from lar.maxsim.common import f16_to_f32  # noqa: E402
 
 NQ = 32
 N_PLANTED = 10
@@ -643,7 +643,7 @@ def main(argv=None) -> int:
         f"torch einsum and PyLate pad {args.chunk_docs} documents at a time (pad_sequence, included in their "
         "time); PyLate pads with zeros and passes no mask, as pylate.rank.rerank does, so a query token whose "
         "best real similarity is negative scores 0 there (rare with 20+ random tokens, visible as a score diff).",
-        "lar numpy computes in float32 from float16 via lar.maxsim._common.f16_to_f32 (exact); lar torch-cpu uses "
+        "lar numpy computes in float32 from float16 via lar.maxsim.common.f16_to_f32 (exact); lar torch-cpu uses "
         "torch's own cast and its default segment method on CPU (scatter_reduce).",
         "% GEMM above 100% is possible for float16 input: it reads half the bytes of the float32 GEMM.",
     ]

@@ -8,8 +8,8 @@ Plain script (not collected by pytest)::
 
 Every sub-folder of the corpus is one paper; its files are read at run time (nothing copied).
 
-1. every ``.tex`` file: ``lar.extract.extract`` (with a resolver reading the paper's folder),
-   ``lar.chunking.chunk`` with the default target, and the atomic blocks by category (inline
+1. every ``.tex`` file: ``lar.store.extract.extract`` (with a resolver reading the paper's folder),
+   ``lar.layers.kits.chunking.chunk`` with the default target, and the atomic blocks by category (inline
    and display formulas, math environments, theorem-like environments, proofs, algorithms,
    code/verbatim) with how many of them a chunk splits (goal: 0); also environments declared
    theorem-like in another file of the paper but not recognised in the file that uses them,
@@ -33,9 +33,9 @@ import unicodedata
 from collections import Counter
 from pathlib import Path
 
-from lar.chunking import chunk, split_atomic_count
-from lar.extract import Document, extract
-from lar.extract.latex import mask, theorem_names
+from lar.layers.kits.chunking import chunk, split_atomic_count
+from lar.store.extract import Document, extract
+from lar.store.extract.latex import mask, theorem_names
 
 MATH_ENVS = {"equation", "align", "alignat", "flalign", "gather", "multline", "eqnarray",
              "displaymath", "math", "dmath"}
@@ -186,7 +186,7 @@ def fmt_md(R: dict) -> str:
     L = [f"# lar papers benchmark — {R['date'][:10]}", "",
          f"Corpus: `{R['corpus']}` ({len(R['papers'])} papers, {R['tex_files']} .tex files, "
          f"{R['pdf_files']} PDFs), read in place. Python {R['python']}, pypdf {R['pypdf']}, "
-         f"chunker `lar.chunking.chunk` default target. Total run {R['total_s']} s.", "",
+         f"chunker `lar.layers.kits.chunking.chunk` default target. Total run {R['total_s']} s.", "",
          "## 1. LaTeX atomic blocks and chunking (goal: 0 split)", "",
          "| paper | .tex | KB | atomic | split | " + " | ".join(CATEGORIES)
          + " | chunks | max chunk B | extract ms | chunk ms |",

@@ -6,7 +6,7 @@
 For each query and timebox the engine searches once (``fusion="rrf"``, ``k=--depth``, so that
 every layer's list comes back in the hits' evidence). Each layer's list is rebuilt from that
 evidence and fused twice with the default adaptive model: with the layers the timebox cut short
-weighted by :func:`lar.fusion.partial_factors` (``guard``, the default) and without (``keep``).
+weighted by :func:`lar.fusion.adaptive.partial_factors` (``guard``, the default) and without (``keep``).
 Both rankings come from the same layer outputs, so machine load cannot favour either; load only
 changes how many runs are cut short, which is reported. nDCG@10 per timebox, with a paired
 t-test (ranx) and the number of queries that had a cut-short run.
@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 import lar
-from evals.anytime import check_timeboxes
-from evals.data import load_beir, materialise
-from evals.metrics import evaluate
-from evals.query import docs_of_hits
-from lar.fusion import adaptive_fusion, partial_factors
+from lar_evals.anytime import check_timeboxes
+from lar_evals.data import load_beir, materialise
+from lar_evals.metrics import evaluate
+from lar_evals.query import docs_of_hits
+from lar.fusion.adaptive import adaptive_fusion, partial_factors
 from report_io import write_results
 
 

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import lar
 from lar.layers.grep import GrepLayer
-from lar.rg import rg_path
+from lar.store.rg import rg_path
 from lar.store import content_hash
 from lar.store.scanner import list_files
 

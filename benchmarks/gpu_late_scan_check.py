@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU check of the late layer's scan path (``lar.late.scan.scan_units``) against numpy.
+"""GPU check of the late layer's scan path (``lar.layers.late.scan.scan_units``) against numpy.
 
 Run from the repository root on a CUDA machine with python3, numpy and torch:
 
@@ -30,9 +30,9 @@ sys.modules.setdefault("lar", pkg)
 
 import numpy as np  # noqa: E402
 
-from lar.late.arena import TokenArena  # noqa: E402
-from lar.late.scan import scan_units  # noqa: E402
-from lar.vectors.encoding import UnitEncoding  # noqa: E402
+from lar.layers.late.arena import TokenArena  # noqa: E402
+from lar.layers.late.scan import scan_units  # noqa: E402
+from lar.encoders.encoding import UnitEncoding  # noqa: E402
 
 
 def corpus(n_units: int, mean_tokens: int, d: int, seed: int = 0):

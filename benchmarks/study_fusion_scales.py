@@ -62,7 +62,7 @@ def main() -> None:
     ap.add_argument("--qids-from", default=None)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    from evals.data import load_beir
+    from lar_evals.data import load_beir
 
     bench = Path(args.dir)
     data = load_beir(bench, args.split)

@@ -1,19 +1,22 @@
 """lar: Layered Anytime Retrieval. ``lar.open(folder).search("query", timebox=0.5)``."""
 from __future__ import annotations
 
-from .engine import Engine, open  # noqa: A004
-from .errors import (ConfigError, HitNotFoundError, LarError, LayerFailedError, MissingExtraError,
+from lar.engine.facade import Engine, open  # noqa: A004
+from lar.core.errors import (ConfigError, HitNotFoundError, LarError, LayerFailedError, MissingExtraError,
                      QueryError, RegistrationError, ScopeError, StaleSpanError, StateLockedError,
                      UnknownLayerError)
-from .layer import BaseLayer, Budget, Candidate, Layer, LayerContext, ScopeView, Unit
-from .registry import register_layer, registered_layers
-from .result import Fetched, InventoryItem, Result, Status
-from .scope import Scope
-from .types import Evidence, Hit, LayerRun, LayerStatus, RunState, Span
-from .calllog import CallLog, count_tokens
-from .trace import ReplayReport, StepDiff, TraceError, TraceRecorder, load_trace  # replay: lar.trace.replay
+from lar.core.building import BuildingLayer, SkipUnit
+from lar.core.layer import BaseLayer, Budget, Candidate, Layer, LayerContext, ScopeView, Unit
+from lar.core.registry import register_layer, registered_layers
+from lar.core.result import Fetched, InventoryItem, Result, Status
+from lar.core.scope import Scope
+from lar.core.types import Evidence, Hit, LayerRun, LayerStatus, RunState, Span
+from lar.record.calllog import CallLog, count_tokens
+from lar.record.replay import ReplayReport, StepDiff, replay
+from lar.record.trace import TraceError, TraceRecorder, load_trace
+from lar.core.version import __version__
+from lar.apps.screening import screen  # the independent original-text route: lar.screen(eng, screener)
 
-__version__ = "0.1.0"
 
 
 def load_ipython_extension(ipython):  # `%load_ext lar`
@@ -25,12 +28,12 @@ def load_ipython_extension(ipython):  # `%load_ext lar`
 
 
 __all__ = [
-    "BaseLayer", "Budget", "CallLog", "Candidate", "ConfigError", "Engine", "Evidence", "Fetched",
+    "BaseLayer", "Budget", "BuildingLayer", "CallLog", "Candidate", "ConfigError", "Engine", "Evidence", "Fetched",
     "Hit",
     "HitNotFoundError", "InventoryItem", "LarError", "Layer", "LayerContext", "LayerFailedError",
     "LayerRun", "LayerStatus", "MissingExtraError", "QueryError", "RegistrationError", "Result",
-    "ReplayReport", "RunState", "Scope", "ScopeError", "ScopeView", "Span", "StaleSpanError",
+    "ReplayReport", "RunState", "Scope", "ScopeError", "ScopeView", "SkipUnit", "Span", "StaleSpanError",
     "StateLockedError", "Status", "StepDiff", "TraceError", "TraceRecorder", "Unit",
-    "UnknownLayerError", "count_tokens", "load_trace", "open", "register_layer",
-    "registered_layers",
+    "UnknownLayerError", "__version__", "count_tokens", "load_trace", "open", "register_layer",
+    "registered_layers", "replay", "screen",
 ]

@@ -193,7 +193,7 @@ def notebook_json(cells: list[tuple[str, str]]) -> dict:
 SETUP = """import os, shutil, tempfile
 from pathlib import Path
 import lar
-from lar.demo import data_dir
+from lar.apps.demo import data_dir
 work = Path(tempfile.mkdtemp(prefix="lar-shot-"))
 shutil.copytree(data_dir() / "prose", work / "corpus")
 eng = lar.open(work / "corpus", state=work / "state")

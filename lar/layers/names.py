@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..errors import QueryError
-from ..layer import BaseLayer, Budget, ScopeView
-from ..scope import compile_globs
-from ..types import Hit, Span
+from lar.core.errors import QueryError
+from lar.core.layer import BaseLayer, Budget, ScopeView
+from lar.core.scope import compile_globs
+from lar.core.types import Hit, Span
 
 MIN_FUZZY_SCORE = 60.0
 # A plain-text query reaches every layer; only close path matches should count as evidence then.

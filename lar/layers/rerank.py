@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..errors import ConfigError, LarError, QueryError
-from ..layer import BaseLayer, Budget, Candidate, LayerContext, ScopeView
-from ..store.reader import expand_to_lines
-from ..types import Hit, Span
-from ..embed.cross_encoder import CrossEncoderModel, check_cross_encoder, load_cross_encoder  # noqa: F401
-from .embedding_base import ModelProblem
+from lar.core.errors import ConfigError, LarError, QueryError
+from lar.core.layer import BaseLayer, Budget, Candidate, LayerContext, ScopeView
+from lar.store.reader import expand_to_lines
+from lar.core.types import Hit, Span
+from lar.encoders.cross_encoder import CrossEncoderModel, check_cross_encoder, load_cross_encoder  # noqa: F401
+from lar.layers.kits.embedding import ModelProblem
 
 NOT_CONFIGURED = "no cross-encoder checkpoint configured (set config rerank_model to a local directory)"
 SCORE_KIND = "cross-encoder logit"
@@ -141,7 +141,7 @@ class RerankLayer(BaseLayer):
         self._lock = threading.Lock()
         if self.options.model is not None:
             try:
-                from ..embed.models import resolve_model
+                from lar.encoders.models import resolve_model
 
                 ref = resolve_model(self.options.model)  # hub ids and missing paths: ConfigError
                 check_cross_encoder(ref.path)  # on the files (MissingExtraError without torch)

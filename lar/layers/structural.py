@@ -31,11 +31,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ..code.langs import (SG_CHECKED, SG_EXTENSIONS, SG_EXTRA_CLAIMS, SG_LANGUAGES, extension,
+from lar.layers.kits.code.langs import (SG_CHECKED, SG_EXTENSIONS, SG_EXTRA_CLAIMS, SG_LANGUAGES, extension,
                           normalize_sg_language, sg_language)
-from ..errors import QueryError, require
-from ..layer import BaseLayer, Budget, ScopeView, Unit
-from ..types import Hit, Span
+from lar.core.errors import QueryError, require
+from lar.core.layer import BaseLayer, Budget, ScopeView, Unit
+from lar.core.types import Hit, Span
 
 CAPTURE_CHARS = 200
 _METAVAR = re.compile(r"(\$+)([A-Z_][A-Z0-9_]*)")
@@ -206,7 +206,7 @@ class StructuralLayer(BaseLayer):
 
     def files(self, q: PatternQuery, scope: ScopeView) -> list[tuple[Unit, str]]:
         """The units the pattern applies to, with their language (one per hash, path order)."""
-        from ..extract import DERIVED_KINDS, kind_for
+        from lar.store.extract import DERIVED_KINDS, kind_for
 
         out, seen = [], set()
         for u in sorted(scope.units(), key=lambda u: u.path):

@@ -3,7 +3,7 @@
 For each source file (Python, JavaScript, TypeScript/TSX, Go, Rust, Java, C, C++, chosen by
 extension) the layer records every definition (kind, name, qualified name such as
 ``Class.method``, signature, docstring or leading comment block, byte span) and every call site
-(callee name and span); see ``lar.code.treesitter``. Files in other languages are skipped with
+(callee name and span); see ``lar.layers.kits.code.treesitter``. Files in other languages are skipped with
 the reason ``no grammar for .xyz`` (shown in the status); a file with syntax errors yields what
 parsed.
 
@@ -28,13 +28,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from ..building import BuildingLayer, SkipUnit
-from ..code.langs import FALLBACK_GRAMMAR, extension, symbol_language
-from ..code.symstore import SymbolStore, innermost
-from ..code.treesitter import extract
-from ..errors import QueryError
-from ..layer import Budget, ScopeView, Unit
-from ..types import Hit, Span
+from lar.core.building import BuildingLayer, SkipUnit
+from lar.layers.kits.code.langs import FALLBACK_GRAMMAR, extension, symbol_language
+from lar.layers.kits.code.symstore import SymbolStore, innermost
+from lar.layers.kits.code.treesitter import extract
+from lar.core.errors import QueryError
+from lar.core.layer import Budget, ScopeView, Unit
+from lar.core.types import Hit, Span
 
 KINDS = frozenset({"function", "method", "constructor", "class", "struct", "union", "interface",
                    "trait", "enum", "type", "namespace", "module", "macro"})

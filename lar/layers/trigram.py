@@ -14,10 +14,10 @@ import sqlite3
 import threading
 from typing import Any
 
-from ..building import BuildingLayer, SkipUnit
-from ..errors import QueryError
-from ..layer import Budget, ScopeView, Unit
-from ..types import Hit, Span
+from lar.core.building import BuildingLayer, SkipUnit
+from lar.core.errors import QueryError
+from lar.core.layer import Budget, ScopeView, Unit
+from lar.core.types import Hit, Span
 
 MAX_LINES_PER_UNIT = 50
 
@@ -32,26 +32,77 @@ def parse_query(query: Any) -> tuple[str, str]:
     raise QueryError("trigram", f"give a string, {{'substring': ...}} or {{'regex': ...}}; got {query!r}")
 
 
+_ESCAPED_LITERAL = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v"}
+
+
 def required_literals(pattern: str) -> list[str]:
-    """Literal runs every match of ``pattern`` must contain (top-level concatenation only)."""
+    """Literal runs every match of ``pattern`` must contain, of at least 3 characters
+    (top-level concatenation only: a pattern with a top-level ``|`` requires none; groups,
+    classes, escapes such as ``\\w`` and optional or repeated characters end a run)."""
     try:
-        from re import _parser as sre_parse  # the stdlib's own regex parser (3.11+)
-    except ImportError:  # pragma: no cover
-        import sre_parse  # type: ignore[no-redef]
-    try:
-        parsed = sre_parse.parse(pattern)
+        re.compile(pattern)
     except re.error:
         return []
-    runs, cur = [], []
-    for op, arg in parsed:
-        if op is sre_parse.LITERAL:
-            cur.append(chr(arg))
-        else:
+    runs: list[str] = []
+    cur: list[str] = []
+
+    def cut() -> None:
+        if cur:
+            runs.append("".join(cur))
+            cur.clear()
+
+    i, n, depth, in_class = 0, len(pattern), 0, False
+    while i < n:
+        ch = pattern[i]
+        if in_class:  # inside [...]: skip to its end
+            if ch == "\\":
+                i += 1
+            elif ch == "]":
+                in_class = False
+            i += 1
+            continue
+        if ch == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if depth == 0:
+                if not nxt.isalnum():
+                    cur.append(nxt)
+                elif nxt in _ESCAPED_LITERAL:
+                    cur.append(_ESCAPED_LITERAL[nxt])
+                else:  # \w, \d, \b, a back reference, \x41 ...: not a known literal
+                    cut()
+            i += 2
+            continue
+        if ch == "[":
+            in_class = True
+            if i + 1 < n and pattern[i + 1] == "]":
+                i += 1  # a leading ] is a member of the class
+            if depth == 0:
+                cut()
+        elif ch == "(":
+            depth += 1
+            if depth == 1:
+                cut()
+        elif ch == ")":
+            depth -= 1
+        elif depth > 0:
+            pass
+        elif ch == "|":
+            return []  # either side may match: nothing is required
+        elif ch in "*?{":  # the previous atom is optional or counted: it is not required here
             if cur:
-                runs.append("".join(cur))
-            cur = []
-    if cur:
-        runs.append("".join(cur))
+                cur.pop()
+            cut()
+            if ch == "{":
+                close = pattern.find("}", i)
+                i = close if close != -1 else i
+        elif ch == "+":  # the previous atom is required once, then may repeat
+            cut()
+        elif ch in ".^$":
+            cut()
+        else:
+            cur.append(ch)
+        i += 1
+    cut()
     return [r for r in runs if len(r) >= 3]
 
 

@@ -17,9 +17,9 @@ import importlib.util
 
 import numpy as np
 
-from ..errors import ConfigError
-from ._common import check_doc_tokens, check_starts, is_torch_tensor
-from .numpy_backend import (
+from lar.core.errors import ConfigError
+from lar.maxsim.common import check_doc_tokens, check_starts, is_torch_tensor
+from lar.maxsim.numpy_backend import (
     DEFAULT_BLOCK_TOKENS,
     Explanation,
     iter_maxsim_numpy,
@@ -99,7 +99,7 @@ def maxsim(
     if which == "numpy":
         _numpy_only_options(backend, compute_dtype, segment)
         return maxsim_numpy(q, doc_tokens, starts, weights, DEFAULT_BLOCK_TOKENS if block_tokens is None else block_tokens)
-    from .torch_backend import maxsim_torch
+    from lar.maxsim.torch_backend import maxsim_torch
 
     return maxsim_torch(
         q, doc_tokens, starts, weights, device=device, block_tokens=block_tokens,
@@ -124,7 +124,7 @@ def iter_maxsim(
     if which == "numpy":
         _numpy_only_options(backend, compute_dtype, segment)
         return iter_maxsim_numpy(q, doc_tokens, starts, weights, DEFAULT_BLOCK_TOKENS if block_tokens is None else block_tokens)
-    from .torch_backend import iter_maxsim_torch
+    from lar.maxsim.torch_backend import iter_maxsim_torch
 
     return iter_maxsim_torch(
         q, doc_tokens, starts, weights, device=device, block_tokens=block_tokens,
@@ -169,6 +169,6 @@ def explain(
         which = resolve_backend(backend, device, doc_tokens)
     if which == "numpy":
         return maxsim_explain_numpy(q, doc_tokens, weights)
-    from .torch_backend import maxsim_explain_torch
+    from lar.maxsim.torch_backend import maxsim_explain_torch
 
     return maxsim_explain_torch(q, doc_tokens, weights, device=device)

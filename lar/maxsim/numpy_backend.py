@@ -18,8 +18,8 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from ._common import check_block_tokens, check_doc_tokens, check_query, check_weights
-from ._common import is_torch_tensor, plan_blocks, to_f32, validate
+from lar.maxsim.common import check_block_tokens, check_doc_tokens, check_query, check_weights
+from lar.maxsim.common import is_torch_tensor, plan_blocks, to_f32, validate
 
 __all__ = [
     "DEFAULT_BLOCK_TOKENS",

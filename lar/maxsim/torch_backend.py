@@ -1,7 +1,7 @@
 """Exact late-interaction (MaxSim) scoring with torch (CUDA when available, else CPU).
 
 Same semantics as ``numpy_backend``. torch is imported lazily through
-``lar.errors.require("torch", "models")``; this module itself only needs numpy.
+``lar.core.errors.require("torch", "models")``; this module itself only needs numpy.
 
 Token blocks that live on the host (numpy arrays / memory maps, usually float16) are
 copied to the device one block at a time, in their storage dtype, through two pinned
@@ -16,10 +16,10 @@ from typing import Iterator
 
 import numpy as np
 
-from ..errors import ConfigError, require
-from ._common import check_block_tokens, check_doc_tokens, check_query, check_weights
-from ._common import is_torch_tensor, plan_blocks, validate
-from .numpy_backend import Explanation
+from lar.core.errors import ConfigError, require
+from lar.maxsim.common import check_block_tokens, check_doc_tokens, check_query, check_weights
+from lar.maxsim.common import is_torch_tensor, plan_blocks, validate
+from lar.maxsim.numpy_backend import Explanation
 
 __all__ = [
     "COMPUTE_DTYPES",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import CorruptStateError, HitNotFoundError, StateLockedError
+from lar.core.errors import CorruptStateError, HitNotFoundError, StateLockedError
 
 SCHEMA_VERSION = "2"
 

@@ -7,10 +7,10 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from ..errors import HitNotFoundError, StaleSpanError
-from ..scope import normalize_relpath
-from .cas import ContentStore, content_hash
-from .fileindex import FileIndex
+from lar.core.errors import HitNotFoundError, StaleSpanError
+from lar.core.scope import normalize_relpath
+from lar.store.cas import ContentStore, content_hash
+from lar.store.fileindex import FileIndex
 
 _CACHE_BYTES = 64 * 1024 * 1024
 
@@ -18,7 +18,7 @@ _CACHE_BYTES = 64 * 1024 * 1024
 class UnitReader:
     def __init__(self, root: Path, index: FileIndex, store: ContentStore,
                  extract_dir: Path | None = None):
-        from ..extract import ExtractionCache
+        from lar.store.extract import ExtractionCache
 
         self.root = Path(root).resolve()
         self.index = index
@@ -107,9 +107,9 @@ class UnitReader:
         return paths[0] if paths else None
 
     def document(self, h: str, path: str | None = None):
-        """The unit as a ``lar.extract.Document``: the text spans refer to, plus structure.
+        """The unit as a ``lar.store.extract.Document``: the text spans refer to, plus structure.
         Plain text units are their own text; PDFs, notebooks and HTML are extracted (cached)."""
-        from ..extract import kind_for, plain
+        from lar.store.extract import kind_for, plain
 
         path = path or self.path_of(h) or ""
         data = self.read(h)
@@ -126,7 +126,7 @@ class UnitReader:
 
     def unit_text(self, h: str, path: str | None = None) -> bytes:
         """The bytes that spans of unit ``h`` index into (extracted text for derived formats)."""
-        from ..extract import DERIVED_KINDS, kind_for
+        from lar.store.extract import DERIVED_KINDS, kind_for
 
         path = path or self.path_of(h) or ""
         if kind_for(path) not in DERIVED_KINDS:

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from ..errors import LarError
-from ..rg import BASE_FLAGS, ignore_flags, rg_path
-from ..extract import BINARY_EXTRACTABLE
-from .cas import content_hash
-from .fileindex import FileIndex
+from lar.core.errors import LarError
+from lar.store.rg import BASE_FLAGS, ignore_flags, rg_path
+from lar.store.extract import BINARY_EXTRACTABLE
+from lar.store.cas import content_hash
+from lar.store.fileindex import FileIndex
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 BINARY_SNIFF = 8192

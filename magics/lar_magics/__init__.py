@@ -11,9 +11,9 @@ and trace replay views live in ``explain_view`` and ``replay_view``. See docs/no
 """
 from __future__ import annotations
 
-from .errors import MagicError, MagicUsageError, NoEngineError, ViewUnavailableError
-from .results import Results, ResultsList, search
-from .session import SESSION, current_engine, open_demo, use
+from lar_magics.errors import MagicError, MagicUsageError, NoEngineError, ViewUnavailableError
+from lar_magics.results import Results, ResultsList, search
+from lar_magics.session import SESSION, current_engine, open_demo, use
 
 __all__ = ["AnytimeView", "MagicError", "MagicUsageError", "NoEngineError", "Results",
            "ResultsList", "ResultsView", "SESSION", "StatusView", "ViewUnavailableError",
@@ -23,7 +23,7 @@ __all__ = ["AnytimeView", "MagicError", "MagicUsageError", "NoEngineError", "Res
 
 def load_ipython_extension(ipython) -> None:
     """``%load_ext lar``: register ``%lar`` / ``%%lar``."""
-    from .magics import LarMagics
+    from lar_magics.magics import LarMagics
 
     ipython.register_magics(LarMagics)
     offline_charts()

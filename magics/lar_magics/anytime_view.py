@@ -11,11 +11,11 @@ import html
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from lar.errors import require
-from lar.timebox import parse_duration
+from lar.core.errors import require
+from lar.core.timebox import parse_duration
 
-from . import render
-from .results import Results, search
+from lar_magics import render
+from lar_magics.results import Results, search
 
 widgets = require("ipywidgets", "notebook")
 DEFAULT_STEPS = (0.025, 0.1, 0.4)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from lar.errors import require
+from lar.core.errors import require
 
-from .results import Results, search
+from lar_magics.results import Results, search
 
 POLICIES = ("route-unique", "rrf", "combsum", "combmnz")
 STATE_COLORS = {"domain": ["ran", "aborted", "skipped", "failed"],

@@ -1,7 +1,7 @@
 """Typed errors of the notebook workbench. Each message says what to do next."""
 from __future__ import annotations
 
-from lar.errors import LarError
+from lar.core.errors import LarError
 
 
 class MagicError(LarError):

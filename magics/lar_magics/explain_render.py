@@ -5,7 +5,7 @@ from html import escape as esc
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .explain_view import ExplainData
+    from lar_magics.explain_view import ExplainData
 
 MAX_WEIGHT = 3.0
 

@@ -21,10 +21,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from lar.errors import HitNotFoundError, LarError, StaleSpanError, require
-from lar.late.explain import localise, token_matches
-from lar.late.query import LateQuery, parse_late_query, token_weights
-from lar.result import Result
+from lar.core.errors import HitNotFoundError, LarError, StaleSpanError, require
+from lar.layers.late.explain import localise, token_matches
+from lar.layers.late.query import LateQuery, parse_late_query, token_weights
+from lar.core.result import Result
 
 __all__ = ["ExplainError", "NoLateEvidenceError", "ExplainData", "explain_data", "rerun",
            "ExplainView", "explain_view", "late_evidence", "heatmap_html", "span_html",
@@ -97,7 +97,7 @@ class ExplainData:
         return self.text[self.span[0]:self.span[1]].decode("utf-8", errors="replace")
 
     def matches(self):
-        """``lar.late.explain.TokenMatch`` per query token (what the layer reports)."""
+        """``lar.layers.late.explain.TokenMatch`` per query token (what the layer reports)."""
         return token_matches(self.query_tokens, self.weights, self.contributions, self.argmax,
                              self.row_max, 0, self.doc_spans, self.text)
 
@@ -121,7 +121,7 @@ class ExplainData:
 
 def search_late(engine, layer: str, text: str, weights=None, *, timebox: float = 5.0,
                 k: int = 10) -> Result:
-    """The late layer alone, ``weights`` one per query token (the list form of lar.late.query)."""
+    """The late layer alone, ``weights`` one per query token (the list form of lar.layers.late.query)."""
     q: dict[str, Any] = {"text": text}
     if weights is not None:
         q["weights"] = [float(x) for x in weights]
@@ -203,7 +203,7 @@ def rerun(engine, data: ExplainData, weights: Sequence[float], *, timebox: float
     return res, data.with_weights(weights)
 
 
-from .explain_render import (MAX_WEIGHT, chart_svg, contribution_chart,  # noqa: E402,F401
+from lar_magics.explain_render import (MAX_WEIGHT, chart_svg, contribution_chart,  # noqa: E402,F401
                              heatmap_html, span_html)
 
 
@@ -309,7 +309,7 @@ class ExplainView(require("ipywidgets", "notebook").VBox):
                 if not 0 <= key < len(cur):
                     raise ExplainError(f"query token index {key} is out of 0..{len(cur) - 1}")
                 cur[key] = val
-            else:  # a word of the query or a token, read as lar.late.query reads weight keys
+            else:  # a word of the query or a token, read as lar.layers.late.query reads weight keys
                 qe, _ = self.engine.layers[d.layer].encode_query(d.query)
                 probe = LateQuery(d.query, {str(key): MAX_WEIGHT + 1})
                 cur[token_weights(probe, qe.token_texts, qe.token_spans, d.layer) > MAX_WEIGHT] = val

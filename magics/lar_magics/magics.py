@@ -11,12 +11,12 @@ from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from lar.errors import LarError
+from lar.core.errors import LarError
 
-from . import parsing
-from .errors import MagicError, MagicUsageError
-from .results import Results, ResultsList, Shown, search
-from .session import SESSION, as_magic, open_demo, read_config
+from lar_magics import parsing
+from lar_magics.errors import MagicError, MagicUsageError
+from lar_magics.results import Results, ResultsList, Shown, search
+from lar_magics.session import SESSION, as_magic, open_demo, read_config
 
 SEARCH_PARAMS = ("timebox", "k", "tokens", "layers", "exclude", "scope", "fusion", "rrf_c",
                  "emphasis", "strict")
@@ -102,7 +102,7 @@ class LarMagics(Magics):
     def _status(self, ns):
         eng = self._engine()
         if ns.view or ns.live:
-            from .status_view import StatusView
+            from lar_magics.status_view import StatusView
 
             view = StatusView(eng, scope=ns.scope, interval=ns.interval)
             if ns.live:
@@ -134,7 +134,7 @@ class LarMagics(Magics):
         return res.widget() if ns.view else res
 
     def _anytime(self, ns, query: Any = None):
-        from .anytime_view import AnytimeView
+        from lar_magics.anytime_view import AnytimeView
 
         q = self._query(ns, "anytime") if query is None else query
         eng = self._engine()
@@ -165,7 +165,7 @@ class LarMagics(Magics):
         return Shown(f)
 
     def _explain(self, ns):
-        from .views import explain
+        from lar_magics.views import explain
 
         eng = self._engine()
         res = self.shell.user_ns.get(ns.result) if ns.result else SESSION.last
@@ -218,7 +218,7 @@ class LarMagics(Magics):
             print("lar: trace stopped")
 
     def _replay(self, ns):
-        from .views import replay
+        from lar_magics.views import replay
 
         view = replay(self._engine(), ns.path)
         self._bind(ns.as_name, view)
@@ -226,7 +226,7 @@ class LarMagics(Magics):
 
     def _eval(self, argv: list[str]):
         try:
-            from evals.cli import main as eval_main
+            from lar_evals.cli import main as eval_main
         except ImportError as exc:
             raise MagicError("the evaluation harness (package 'evals') is not importable here; "
                              "start the notebook from the repository root, or reinstall lar "

@@ -12,9 +12,9 @@ import re
 import shlex
 from typing import Any, Iterable
 
-from lar.cli import _csv, _duration  # the lar command's own flag parsing
+from lar.apps.cli_args import csv_list, duration, durations  # the lar command's own flag parsing
 
-from .errors import MagicUsageError
+from lar_magics.errors import MagicUsageError
 
 
 class HelpShown(Exception):
@@ -29,10 +29,6 @@ class Parser(argparse.ArgumentParser):
         if message:
             print(message)
         raise HelpShown()
-
-
-def _durations(value: str) -> list[float]:
-    return [_duration(x) for x in _csv(value)]
 
 
 def _positive(value: str) -> int:
@@ -52,11 +48,11 @@ def _name(value: str) -> str:
 
 
 def add_search_flags(p: argparse.ArgumentParser, as_default: str | None) -> None:
-    p.add_argument("--timebox", type=_duration, default=0.5, help="e.g. 200ms, 1s (default 500ms)")
+    p.add_argument("--timebox", type=duration, default=0.5, help="e.g. 200ms, 1s (default 500ms)")
     p.add_argument("--k", type=_positive, default=20, help="hits to return (default 20)")
     p.add_argument("--tokens", type=_positive, default=None, help="also bound the size in tokens")
-    p.add_argument("--layers", type=_csv, default=None, help="comma-separated layer names")
-    p.add_argument("--exclude", type=_csv, default=None, help="comma-separated layer names")
+    p.add_argument("--layers", type=csv_list, default=None, help="comma-separated layer names")
+    p.add_argument("--exclude", type=csv_list, default=None, help="comma-separated layer names")
     p.add_argument("--scope", action="append", default=None, help="glob to include (repeatable)")
     p.add_argument("--fusion", default=None,
                    help="route-unique | rrf | combsum | combmnz | pvalue | adaptive (default: the engine's)")
@@ -93,7 +89,7 @@ def build_parser() -> tuple[Parser, dict[str, Parser]]:
     st.add_argument("--view", action="store_true", help="the status view (coverage bars)")
     st.add_argument("--live", action="store_true",
                     help="the status view, building in the background and refreshing")
-    st.add_argument("--interval", type=_duration, default=1.0, help="refresh every (default 1s)")
+    st.add_argument("--interval", type=duration, default=1.0, help="refresh every (default 1s)")
     st.add_argument("--json", action="store_true")
     st.add_argument("--as", dest="as_name", type=_name, default=None)
     s = add("search", "search under a timebox")
@@ -103,7 +99,7 @@ def build_parser() -> tuple[Parser, dict[str, Parser]]:
     a.add_argument("query", nargs="+")
     add_search_flags(a, "_lar_anytime")
     a.set_defaults(timebox=1.0)
-    a.add_argument("--steps", type=_durations, default=None,
+    a.add_argument("--steps", type=durations, default=None,
                    help="stage timeboxes before the full one (default 25ms,100ms,400ms)")
     d = add("defaults", "search flags put before every %%lar search / anytime")
     add_search_flags(d, None)
@@ -119,8 +115,8 @@ def build_parser() -> tuple[Parser, dict[str, Parser]]:
                    help="variable holding the search (default: the last search)")
     e.add_argument("--as", dest="as_name", type=_name, default=None)
     b = add("build", "let building layers catch up")
-    b.add_argument("--timebox", type=_duration, default=30.0)
-    b.add_argument("--layers", type=_csv, default=None)
+    b.add_argument("--timebox", type=duration, default=30.0)
+    b.add_argument("--layers", type=csv_list, default=None)
     b.add_argument("--scope", action="append", default=None)
     b.add_argument("--background", action="store_true", help="build lazily in the background")
     b.add_argument("--stop", action="store_true", help="stop the background build")
@@ -131,7 +127,7 @@ def build_parser() -> tuple[Parser, dict[str, Parser]]:
     r = add("replay", "the replay view of a recorded trace")
     r.add_argument("path")
     r.add_argument("--as", dest="as_name", type=_name, default=None)
-    add("eval", "the evaluation harness: %%lar eval beir DIR --split NAME ... (python -m evals)")
+    add("eval", "the evaluation harness: %%lar eval beir DIR --split NAME ... (python -m lar_evals)")
     add("help", "this help")
     return p, subs
 

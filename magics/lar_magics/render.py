@@ -9,6 +9,17 @@ from __future__ import annotations
 import html
 from typing import Any, Iterable, Sequence
 
+from lar.core.errors import LarError
+
+
+def unit_text(engine, hit) -> bytes | None:
+    """The text the hit's span indexes into (the snapshot kept at search time), or None."""
+    try:
+        return engine.read_bytes(hit.hash)
+    except (LarError, OSError):
+        return None
+
+
 WINDOW = 480  # bytes of a span shown in a card; longer spans show a window at the first match
 LEAD = 120  # bytes shown before the first match when the window is cut
 
@@ -48,7 +59,7 @@ def location(hit) -> str:
 
 def chips_html(hit) -> str:
     """One chip per signal: the layer, its rank for this hit and, when the layer's list was
-    probed, the hit's p-value against that layer's background (lar.probe); score in the tooltip."""
+    probed, the hit's p-value against that layer's background (lar.fusion.probe); score in the tooltip."""
     out = []
     for name in hit.signals:
         ev = hit.evidence[name]
@@ -190,6 +201,6 @@ def note_html(lines: Sequence[str]) -> str:
     return "".join(f"<div class='lar-note'>{esc(x)}</div>" for x in lines)
 
 
-__all__ = ["CSS", "card_html", "chips_html", "coverage_html", "excerpt_html", "header_html",
+__all__ = ["unit_text", "CSS", "card_html", "chips_html", "coverage_html", "excerpt_html", "header_html",
            "probe_html",
            "highlight", "location", "marks_of", "note_html", "runs_html", "window"]

@@ -3,7 +3,7 @@ re-run one step with other layers or another timebox and see the difference.
 
 ``step_data(engine, step)`` is the data one step shows (its call, parameters, layer run states and
 the returned hits with their text fetched through ``engine.fetch``); ``ReplayView.rerun(...)``
-calls ``lar.trace.replay_step`` and keeps the ``StepDiff``. If the trace file changes underneath
+calls ``lar.record.replay.replay_step`` and keeps the ``StepDiff``. If the trace file changes underneath
 the view (an agent still appending to it, an edit), the view says so and reloads it.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from lar.errors import HitNotFoundError, LarError, StaleSpanError, require
-from lar.types import parse_hit_id
+from lar.core.errors import HitNotFoundError, LarError, StaleSpanError, require
+from lar.core.types import parse_hit_id
 
 __all__ = ["ReplayViewError", "ReturnedHit", "StepData", "step_data", "ReplayView", "replay_view"]
 
@@ -51,7 +51,7 @@ class StepData:
 
 
 def _no_record():
-    from lar.trace import call_context
+    from lar.record.trace import call_context
 
     return call_context(record=False)  # what the view itself calls is never traced
 
@@ -158,7 +158,7 @@ class ReplayView(require("ipywidgets", "notebook").VBox):
     ``reload()`` drive it from code."""
 
     def __init__(self, engine, trace_path: str | os.PathLike):
-        from lar.trace import load_trace
+        from lar.record.trace import load_trace
 
         w = require("ipywidgets", "notebook")
         super().__init__()
@@ -220,7 +220,7 @@ class ReplayView(require("ipywidgets", "notebook").VBox):
 
     def reload(self, reason: str | None = None) -> None:
         """Read the trace again (keeping the step shown when it still exists)."""
-        from lar.trace import load_trace
+        from lar.record.trace import load_trace
 
         if not self.path.exists():
             self.notice.value = (f"<div class='lar-stale' style='background:#fff3cd'>"
@@ -266,7 +266,7 @@ class ReplayView(require("ipywidgets", "notebook").VBox):
     def rerun(self, layers: Sequence[str] | None = None, timebox: Any = None,
               k: int | None = None):
         """Replay the shown step with other layers / timebox / k; returns the ``StepDiff``."""
-        from lar.trace import replay_step
+        from lar.record.replay import replay_step
 
         self._refresh_if_stale()
         if not len(self.trace):

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from lar.errors import HitNotFoundError, LarError
-from lar.result import Fetched, Result
-from lar.types import RunState
+from lar.core.errors import HitNotFoundError, LarError
+from lar.core.result import Fetched, Result
+from lar.core.types import RunState
 
-from . import render
-from .errors import MagicError
-from .session import SESSION, as_magic, unrecorded
+from lar_magics import render
+from lar_magics.render import unit_text
+from lar_magics.errors import MagicError
+from lar_magics.session import SESSION, as_magic, unrecorded
 
 SEARCH_KEYS = ("timebox", "k", "emphasis", "layers", "exclude", "scope", "fusion", "rrf_c",
                "strict", "tokens")
@@ -33,14 +34,6 @@ def widgets_live() -> bool:
         return False
     ip = get_ipython()
     return ip is not None and getattr(ip, "kernel", None) is not None
-
-
-def unit_text(engine, hit) -> bytes | None:
-    """The text the hit's span indexes into (the snapshot kept at search time), or None."""
-    try:
-        return engine.read_bytes(hit.hash)
-    except (LarError, OSError):
-        return None
 
 
 class Results:
@@ -165,13 +158,13 @@ class Results:
 
     def widget(self):
         """The interactive results view (ipywidgets)."""
-        from .results_view import ResultsView
+        from lar_magics.results_view import ResultsView
 
         return ResultsView(self)
 
     def explain(self, ref: int | str):
         """The explain view of a late-interaction hit (``lar_magics.explain_view``)."""
-        from .views import explain
+        from lar_magics.views import explain
 
         return explain(self.engine, self, self.hit(ref).id if not isinstance(ref, str) else ref)
 

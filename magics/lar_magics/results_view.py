@@ -8,11 +8,15 @@ itself) runs the search again and redraws the cards.
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
-from lar.errors import LarError, StaleSpanError, require
+from lar.core.errors import LarError, StaleSpanError, require
 
-from . import render
-from .results import Results, unit_text
+from lar_magics import render
+from lar_magics.render import unit_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lar_magics.results import Results
 
 FETCH_CONTEXT = 2
 widgets = require("ipywidgets", "notebook")
@@ -130,7 +134,7 @@ class ResultsView(widgets.VBox):
 
     def refresh(self) -> Results:
         """Run the search again and redraw."""
-        from .session import SESSION
+        from lar_magics.session import SESSION
 
         was_last = SESSION.last is self.results
         self.results = self.results.rerun()

@@ -2,7 +2,7 @@
 
 ``use(engine)`` attaches an engine made with ``lar.open`` (it is then not closed by
 ``%lar close``); ``current_engine()`` returns it or raises ``NoEngineError`` saying how to open
-one. ``open_demo()`` assembles the embedded demo corpus (``lar.demo``) as ``lar demo`` does and
+one. ``open_demo()`` assembles the embedded demo corpus (``lar.apps.demo``) as ``lar demo`` does and
 opens it, so a notebook after ``make demo`` reuses the demo's built state.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import lar
 
-from .errors import MagicError, NoEngineError
+from lar_magics.errors import MagicError, NoEngineError
 
 ENV_WORKDIR = "LAR_NOTEBOOK_WORKDIR"  # where the demo corpus lives (default: as `lar demo`)
 
@@ -72,7 +72,7 @@ def use(engine: lar.Engine) -> lar.Engine:
 def demo_paths(workdir: str | os.PathLike | None = None) -> tuple[Path, Path]:
     """(corpus, state) of the demo: ``<workdir>/.lar-demo/{corpus,state}``; ``workdir`` defaults
     to ``$LAR_NOTEBOOK_WORKDIR``, else where ``lar demo`` (``make demo``) puts it."""
-    from lar.demo import default_workdir
+    from lar.apps.demo import default_workdir
 
     base = Path(workdir or os.environ.get(ENV_WORKDIR) or default_workdir()).expanduser()
     return base / ".lar-demo" / "corpus", base / ".lar-demo" / "state"
@@ -81,7 +81,7 @@ def demo_paths(workdir: str | os.PathLike | None = None) -> tuple[Path, Path]:
 def open_demo(workdir: str | os.PathLike | None = None, config: Mapping[str, Any] | None = None
               ) -> lar.Engine:
     """Assemble the demo corpus (only changed files are written) and open it."""
-    from lar.demo import assemble
+    from lar.apps.demo import assemble
 
     corpus, state = demo_paths(workdir)
     corpus.mkdir(parents=True, exist_ok=True)
@@ -127,7 +127,7 @@ def as_magic(engine: Any):
 def unrecorded():
     """Calls inside are not recorded: a widget's periodic polling is not the user's call."""
     try:
-        from lar.trace import call_context
+        from lar.record.trace import call_context
     except ImportError:
         yield
         return

@@ -14,10 +14,10 @@ import threading
 import time
 from typing import Any
 
-from lar.errors import LarError, require
+from lar.core.errors import LarError, require
 
-from . import render
-from .session import SESSION, unrecorded
+from lar_magics import render
+from lar_magics.session import SESSION, unrecorded
 
 widgets = require("ipywidgets", "notebook")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .errors import ViewUnavailableError
+from lar_magics.errors import ViewUnavailableError
 
 
 def _load(module: str, function: str, what: str):

@@ -5,11 +5,11 @@ import time
 import pytest
 
 import lar
-from lar.layer import Budget, Candidate
-from lar.registry import registered_layers
-from lar.scope import Scope
+from lar.core.layer import Budget, Candidate
+from lar.core.registry import registered_layers
+from lar.core.scope import Scope
 from lar.store import content_hash
-from lar.types import LayerStatus, Span
+from lar.core.types import LayerStatus, Span
 
 LAYERS = sorted(registered_layers())
 GRACE = 0.5  # seconds a layer may overrun its budget (process start-up, thread hand-off, a

@@ -58,7 +58,7 @@ def beir_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def evaluation(beir_dir, tmp_path_factory):
     """One evaluation over the tiny folder, shared by the tests that only read its results."""
-    from evals import evaluate_beir, load_beir
+    from lar_evals import evaluate_beir, load_beir
 
     out = tmp_path_factory.mktemp("evalout")
     data = load_beir(beir_dir, "test")

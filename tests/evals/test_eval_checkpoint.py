@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from evals import evaluate_beir, load_beir
-from evals import run as run_module
-from evals.checkpoint import Checkpoint
-from evals.errors import EvalConfigError
+from lar_evals import evaluate_beir, load_beir
+from lar_evals import run as run_module
+from lar_evals.checkpoint import Checkpoint
+from lar_evals.errors import EvalConfigError
 
 ROUTES = ["grep", "bm25", "names", "trigram"]  # as the shared evaluation in conftest.py
 

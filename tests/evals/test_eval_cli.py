@@ -1,4 +1,4 @@
-"""``python -m evals`` and ``lar eval``: the beir subcommand end to end, one-line errors, and
+"""``python -m lar_evals`` and ``lar eval``: the beir subcommand end to end, one-line errors, and
 subcommands whose module is missing."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evals import cli
+from lar_evals import cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,7 +42,7 @@ def test_errors_are_one_line_and_exit_2(beir_dir, tmp_path, capsys, monkeypatch)
 
 
 def test_lar_eval_forwards(beir_dir, capsys):
-    from lar.cli import main as lar_main
+    from lar.apps.cli import main as lar_main
 
     rc = lar_main(["eval", "beir", str(beir_dir), "--split", "validation"])
     assert rc == 2

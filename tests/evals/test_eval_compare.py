@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from evals.compare import holm
+from lar_evals.compare import holm
 
 
 def test_holm_adjusts_known_pvalues():
@@ -85,7 +85,7 @@ def test_attribution_layer_coverage_and_ranked_below_k(evaluation):
     """Unit-level: the same evaluation, re-attributed with a building route that built nothing,
     and with a default list that stops before the relevant document."""
     import lar
-    from evals.attribution import attribute
+    from lar_evals.attribution import attribute
 
     _, ev, _ = evaluation
     eng = lar.open(ev.root, state=ev.summary["settings"]["state_dir"])

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from evals.data import load_beir, materialise
-from evals.errors import EvalDataError
-from lar.errors import LarError
+from lar_evals.data import load_beir, materialise
+from lar_evals.errors import EvalDataError
+from lar.core.errors import LarError
 
 
 def test_counts_what_cannot_be_scored(beir_dir):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 import lar
-from evals import load_beir, run_beir
-from evals.errors import EvalConfigError
-from evals.metrics import read_trec
-from lar.errors import UnknownLayerError
+from lar_evals import load_beir, run_beir
+from lar_evals.errors import EvalConfigError
+from lar_evals.metrics import read_trec
+from lar.core.errors import UnknownLayerError
 
 ROUTES = ["grep", "bm25", "names", "trigram"]
 METRICS = ["ndcg@10", "recall@100", "mrr@10", "map"]
@@ -107,7 +107,7 @@ def test_anytime_curve_has_one_row_per_timebox(evaluation):
 
 
 def test_anytime_curve_directly(evaluation):
-    from evals.anytime import anytime_curve
+    from lar_evals.anytime import anytime_curve
 
     data, ev, _ = evaluation
     eng = lar.open(ev.root, state=ev.summary["settings"]["state_dir"])
@@ -120,7 +120,7 @@ def test_anytime_curve_directly(evaluation):
 
 
 def test_stage_curves_are_cumulative_by_cost_and_match_the_plain_curve(evaluation):
-    from evals.anytime import anytime_curve, stage_curves, stages_of
+    from lar_evals.anytime import anytime_curve, stage_curves, stages_of
 
     data, ev, _ = evaluation
     eng = lar.open(ev.root, state=ev.summary["settings"]["state_dir"])
@@ -143,7 +143,7 @@ def test_stage_curves_are_cumulative_by_cost_and_match_the_plain_curve(evaluatio
 def test_anytime_curve_on_a_sample_of_the_queries(beir_dir, tmp_path):
     import random
 
-    from evals import evaluate_beir
+    from lar_evals import evaluate_beir
 
     data = load_beir(beir_dir, "test")
     ev = evaluate_beir(data, routes=["grep"], fusion=["rrf"], timebox=2.0, k=20,
@@ -177,7 +177,7 @@ def test_unknown_metric_lists_the_valid_names(beir_dir, tmp_path):
 
 
 def test_a_refine_route_records_what_it_scored_in_the_default_search(beir_dir, tmp_path):
-    from evals import evaluate_beir
+    from lar_evals import evaluate_beir
 
     data = load_beir(beir_dir, "test")
     ev = evaluate_beir(data, routes=["bm25", "fuzzy"], fusion=["rrf"], timebox=5.0, k=20,

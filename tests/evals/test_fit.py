@@ -1,4 +1,4 @@
-"""Fitting the adaptive fusion model on recorded route lists (evals.fit)."""
+"""Fitting the adaptive fusion model on recorded route lists (lar_evals.fit)."""
 from __future__ import annotations
 
 import math
@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from evals.errors import EvalConfigError
-from evals.fit import FitSet, _query_data, fit_params, load_set, objective, run_fit
+from lar_evals.errors import EvalConfigError
+from lar_evals.fit import FitSet, query_data, fit_params, load_set, objective, run_fit
 
 ROUTES = ["grep", "bm25", "names", "trigram"]
 
@@ -33,7 +33,7 @@ def synthetic(n_queries: int = 12, seed: int = 1) -> FitSet:
 def test_fit_learns_to_ignore_a_misleading_route():
     fs = synthetic()
     routes = ["bad", "good"]
-    qs = [_query_data(fs.lists[q], routes, fs.qrels[q]) for q in fs.lists]
+    qs = [query_data(fs.lists[q], routes, fs.qrels[q]) for q in fs.lists]
     equal = np.tile([1.0, 0.0, 0.0], (2, 1))
     assert objective(qs, equal) < 1.0  # equal weights: 'bad' wins the top slot
     params = fit_params(qs, routes)
@@ -53,7 +53,7 @@ def test_run_fit_cross_fits_and_reports(tmp_path):
     assert {t["a"] for t in s["tests"]} == {"fusion:adaptive", "fusion:rrf"}
     assert len(report["fold_models"]) == 2
     assert model.trained_on == ("synthetic-test (16 queries)",)
-    qd = _query_data(fs.lists["q0"], ["bad", "good"], fs.qrels["q0"])
+    qd = query_data(fs.lists["q0"], ["bad", "good"], fs.qrels["q0"])
     w = {r: max(0.0, model.weights_for(r).base + model.weights_for(r).signal * qd.top[j]
                 + model.weights_for(r).agree * qd.agree[j]) for j, r in enumerate(["bad", "good"])}
     assert w["good"] > w["bad"]  # the final model trusts the route that is right
@@ -87,23 +87,23 @@ def test_fit_on_a_real_harness_run(evaluation, beir_dir):
 def test_bgz_reads_the_recorded_backgrounds():
     fs = synthetic(4)
     fs.backgrounds.update({q: {"good": {"n": 5000, "mean": 1.0, "std": 2.0}} for q in fs.lists})
-    qd = _query_data(fs.lists["q0"], ["bad", "good"], fs.qrels["q0"], "bgz", fs.backgrounds["q0"])
+    qd = query_data(fs.lists["q0"], ["bad", "good"], fs.qrels["q0"], "bgz", fs.backgrounds["q0"])
     rel = qd.docs.index("rel0")
     assert qd.ev[rel, 1] == pytest.approx((9.0 - 1.0) / 2.0)  # good's top, read against its background
-    tz = _query_data(fs.lists["q0"], ["bad", "good"], fs.qrels["q0"], "tailz")
+    tz = query_data(fs.lists["q0"], ["bad", "good"], fs.qrels["q0"], "tailz")
     assert np.allclose(qd.ev[:, 0], tz.ev[:, 0])  # 'bad' has none: the tailz scale
 
 
 @pytest.mark.parametrize("method", ["listwise", "ascent"])
 def test_fit_picks_the_normalisation_that_fits_its_training_queries(method):
-    from evals.fit import best_fit
-    from evals.fit_listwise import fit_listwise
+    from lar_evals.fit import best_fit
+    from lar_evals.fit_listwise import fit_listwise
 
     fitter = (lambda qs, routes: fit_params(qs, routes)) if method == "ascent" else fit_listwise
 
     fs = synthetic(12)
     routes = ["bad", "good"]
-    by_norm = {n: [_query_data(fs.lists[q], routes, fs.qrels[q], n) for q in fs.lists]
+    by_norm = {n: [query_data(fs.lists[q], routes, fs.qrels[q], n) for q in fs.lists]
                for n in ("minmax", "evidence", "zscore")}
     # equal weights on the evidence scale: 'bad''s top (9.5 on a 5.0 background) beats 'good''s 9.0
     assert objective(by_norm["evidence"], np.tile([1.0, 0.0, 0.0], (2, 1))) < 1.0
@@ -124,7 +124,7 @@ def test_fit_picks_the_normalisation_that_fits_its_training_queries(method):
 def test_min_gain_keeps_equal_weights_unless_a_move_pays():
     fs = synthetic(12)
     routes = ["bad", "good"]
-    qs = [_query_data(fs.lists[q], routes, fs.qrels[q]) for q in fs.lists]
+    qs = [query_data(fs.lists[q], routes, fs.qrels[q]) for q in fs.lists]
     equal = np.tile([1.0, 0.0, 0.0], (2, 1))
     start = objective(qs, equal)
     # trusting 'good' gains 1 - start; a threshold above that keeps equal weights
@@ -179,7 +179,7 @@ def test_fit_starts_from_the_best_route_alone_when_equal_weights_are_stuck():
     """Five noisy routes, each listing 40 of 80 documents at random: with equal weights their
     wrong documents pile up above the relevant one, and no single step away from equal weights
     fixes that. The second start (the best route alone) finds the good route's ranking."""
-    from evals.fit_ascent import _ascend
+    from lar_evals.fit_ascent import _ascend
 
     rng = random.Random(0)
     routes = ["good"] + [f"noise{i}" for i in range(5)]
@@ -191,7 +191,7 @@ def test_fit_starts_from_the_best_route_alone_when_equal_weights_are_stuck():
             mixed = docs[:]
             rng.shuffle(mixed)
             lists[f"noise{b}"] = [(d, 10 - 0.1 * k + rng.random()) for k, d in enumerate(mixed[:40])]
-        qs.append(_query_data(lists, routes, {rel: 1}, "zscore"))
+        qs.append(query_data(lists, routes, {rel: 1}, "zscore"))
     equal = np.tile([1.0, 0.0, 0.0], (len(routes), 1))
     _, got = _ascend(qs, equal, 3, 0.005)
     assert got < 0.5  # equal weights, and the ascent from them, rank noise first
@@ -205,7 +205,7 @@ def test_the_batched_objective_equals_the_per_query_ndcg_including_ties():
     """QueryBatch ranks by counting, not sorting: it must give the stable sort's nDCG@10,
     ties broken by listing order, the RRF fallback when no route has weight, and 0 for a query
     whose relevant document no route listed."""
-    from evals.fit_data import QueryBatch, _ndcg10, _scores
+    from lar_evals.fit_data import QueryBatch, _ndcg10, query_scores as _scores
 
     rng = random.Random(3)
     routes = ["a", "b", "c"]
@@ -216,7 +216,7 @@ def test_the_batched_objective_equals_the_per_query_ndcg_including_ties():
                  for r in routes if rng.random() < 0.9}
         lists = {r: sorted(v, key=lambda x: -x[1]) for r, v in lists.items()} or {"a": [(docs[0], 1.0)]}
         rel = {rng.choice(docs): rng.choice([1, 2])} if i % 5 else {"never-listed": 1}
-        qs.append(_query_data(lists, routes, rel, "minmax"))
+        qs.append(query_data(lists, routes, rel, "minmax"))
     batch = QueryBatch(qs)
     grid = [np.zeros((3, 3)), np.tile([1.0, 0.0, 0.0], (3, 1)),
             np.array([[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.5, 0.0, -1.0]]),
@@ -232,11 +232,11 @@ def test_the_batched_objective_equals_the_per_query_ndcg_including_ties():
 
 
 def test_listwise_fit_trusts_the_right_route_and_leaves_silent_routes_at_equal_weight():
-    from evals.fit_listwise import fit_listwise
+    from lar_evals.fit_listwise import fit_listwise
 
     fs = synthetic(12)
     routes = ["bad", "good", "silent"]  # 'silent' lists nothing for any query
-    qs = [_query_data(fs.lists[q], routes, fs.qrels[q], "evidence") for q in fs.lists]
+    qs = [query_data(fs.lists[q], routes, fs.qrels[q], "evidence") for q in fs.lists]
     assert objective(qs, np.tile([1.0, 0.0, 0.0], (3, 1))) < 1.0
     params = fit_listwise(qs, routes)
     assert objective(qs, params) == pytest.approx(1.0)
@@ -259,7 +259,7 @@ def test_listwise_fit_learns_a_query_adaptive_weight():
     """'sharp' is right exactly when its top hit stands far out (a strong top evidence) and
     wrong otherwise; 'steady' is right on every query but lists its relevant document second.
     The fit must learn to follow 'sharp' only when its top is strong: a positive ``signal``."""
-    from evals.fit_listwise import fit_listwise
+    from lar_evals.fit_listwise import fit_listwise
 
     rng = random.Random(7)
     routes = ["sharp", "steady"]
@@ -271,7 +271,7 @@ def test_listwise_fit_learns_a_query_adaptive_weight():
         first = rel if strong else rng.choice(docs[20:])
         sharp = [(first, 12.0 if strong else 5.2)] + [(d, s) for d, s in zip(docs, bg) if d != first][:59]
         steady = [(docs[0], 9.0), (rel, 8.9)] + list(zip(docs[1:59], bg))
-        qs.append(_query_data({"sharp": sharp, "steady": steady}, routes, {rel: 1}, "zscore"))
+        qs.append(query_data({"sharp": sharp, "steady": steady}, routes, {rel: 1}, "zscore"))
     tops = np.array([q.top[0] for q in qs])
     assert tops[::2].min() > tops[1::2].max()  # the probe separates the two kinds of query
     params = fit_listwise(qs, routes)
@@ -284,18 +284,18 @@ def test_inner_selection_scores_each_norm_held_out_on_alternate_queries():
     """With select="inner" each norm is scored by fitting on alternate queries and ranking the
     others (both ways), and the kept norm is the best of those held-out scores; the final weights
     are then fitted on all queries with that norm."""
-    from evals.fit import best_fit
+    from lar_evals.fit import best_fit
 
     fs = synthetic(16)
     routes = ["bad", "good"]
-    honest = [_query_data(fs.lists[q], routes, fs.qrels[q], "zscore") for q in sorted(fs.lists)]
-    by_norm = {"zscore": honest, "minmax": [_query_data(fs.lists[q], routes, fs.qrels[q], "minmax")
+    honest = [query_data(fs.lists[q], routes, fs.qrels[q], "zscore") for q in sorted(fs.lists)]
+    by_norm = {"zscore": honest, "minmax": [query_data(fs.lists[q], routes, fs.qrels[q], "minmax")
                                              for q in sorted(fs.lists)]}
     norm, params, tried = best_fit(by_norm, routes, select="inner")  # listwise
     assert set(tried) == {"zscore", "minmax"}
     # each norm's score is its held-out nDCG@10 over both inner halves
-    from evals.fit_data import QueryBatch
-    from evals.fit_listwise import fit_listwise
+    from lar_evals.fit_data import QueryBatch
+    from lar_evals.fit_listwise import fit_listwise
 
     for n, qs in by_norm.items():
         a, b = qs[0::2], qs[1::2]

@@ -1,4 +1,4 @@
-"""evals.generate: rare-term and paraphrase test sets in BEIR layout, with verification.
+"""lar_evals.generate: rare-term and paraphrase test sets in BEIR layout, with verification.
 
 A small mixed corpus (two Python modules with docstrings, a Markdown file with sections, a
 LaTeX paper with a theorem, a non-UTF-8 note, a binary file, a hidden folder) is generated from
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from evals.generate import GenerateError, generate, load_generator, read_corpus
-from evals.generators.common import Doc, sentence_bounds
-from evals.generators.paraphrase import spell_latex
-from evals.generators.verify import CorpusStats, distribution, overlap, terms
-from lar.errors import LarError
+from lar_evals.generate import GenerateError, generate, load_generator, read_corpus
+from lar_evals.generators.common import Doc, sentence_bounds
+from lar_evals.generators.paraphrase import spell_latex
+from lar_evals.generators.verify import CorpusStats, distribution, overlap, terms
+from lar.core.errors import LarError
 
 SCHEDULER = '''"""Cooperative scheduling of retrieval layers."""
 
@@ -221,7 +221,7 @@ def test_report_has_quantiles_and_histogram(rare_runs):
 
 
 def test_generated_set_loads_with_the_harness(rare_runs):
-    from evals.data import load_beir
+    from lar_evals.data import load_beir
 
     out, _ = rare_runs
     data = load_beir(out / "a", "test")
@@ -283,7 +283,7 @@ def test_bad_arguments_raise_typed_errors(gen_corpus, tmp_path):
     with pytest.raises(GenerateError, match="module:function"):
         load_generator("no_colon")
     with pytest.raises(GenerateError, match="cannot import"):
-        load_generator("evals.generate:does_not_exist")
+        load_generator("lar_evals.generate:does_not_exist")
 
 
 def test_verification_measures_by_hand():
@@ -319,7 +319,7 @@ def test_spans_and_latex_spelling():
 
 # -- command line -------------------------------------------------------------------------
 def test_cli_standalone(gen_corpus, tmp_path, capsys, monkeypatch):
-    from evals.generate_cli import main
+    from lar_evals.generate_cli import main
 
     assert main([str(gen_corpus), "--kind", "rare-term", "--n", "3", "--seed", "0",
                  "--out", str(tmp_path / "cli")]) == 0
@@ -338,9 +338,9 @@ def test_cli_standalone(gen_corpus, tmp_path, capsys, monkeypatch):
 
 
 def test_several_kinds_in_one_set(gen_corpus, tmp_path, capsys):
-    from evals.data import load_beir
-    from evals.generate_cli import main
-    from evals.generate_many import merge_sets
+    from lar_evals.data import load_beir
+    from lar_evals.generate_cli import main
+    from lar_evals.generate_many import merge_sets
 
     out = tmp_path / "mix"
     assert main([str(gen_corpus), "--kind", "rare-term,paraphrase", "--n", "2", "--seed", "0",
@@ -407,7 +407,7 @@ def test_paraphrase_sets_are_deterministic(para_runs):
 
 @pytest.mark.slow
 def test_neighbours_skip_forms_of_the_same_word(para_runs):
-    from evals.generate import _neighbours
+    from lar_evals.generate import _neighbours
 
     near = _neighbours().near("remove", 5)
     assert near and not any(w.startswith("remov") for w in near)

@@ -1,4 +1,4 @@
-"""evals.report: Markdown and self-contained HTML reports of evaluation summaries."""
+"""lar_evals.report: Markdown and self-contained HTML reports of evaluation summaries."""
 from __future__ import annotations
 
 import copy
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from evals import report_charts
-from evals.report import load_summaries, main, overlap_pairs, render_html, render_markdown
-from lar.errors import LarError
+from lar_evals import report_charts
+from lar_evals.report import load_summaries, main, overlap_pairs, render_html, render_markdown
+from lar.core.errors import LarError
 
 SUMMARY = {
     "schema": 1, "dataset": "scifact", "split": "test", "n_queries": 50,

@@ -190,7 +190,7 @@ def test_explain_needs_a_search(opened):
 
 def test_eval_magic_with_bad_arguments_prints_usage(shell):
     _, out, err = run(shell, "%lar eval beir")
-    assert "usage: python -m evals beir" in err and "lar: eval exited with status 2" in err
+    assert "usage: python -m lar_evals beir" in err and "lar: eval exited with status 2" in err
 
 
 def test_open_with_bad_input_says_what_is_wrong(shell, tmp_path):

@@ -7,7 +7,8 @@ import json
 import pytest
 
 import lar
-from lar.trace import load_trace, replay
+from lar.record.replay import replay
+from lar.record.trace import load_trace
 from lar_magics.replay_view import ReplayView, ReplayViewError, replay_view, step_data
 
 FILES = {

@@ -160,7 +160,7 @@ def test_window_of_a_long_span_starts_before_the_first_match():
 
 
 def test_results_view_shows_each_layers_probe():
-    from lar.types import Evidence, Hit, LayerRun, RunState, Span
+    from lar.core.types import Evidence, Hit, LayerRun, RunState, Span
 
     ev = Evidence("bm25", 1, 7.5, "bm25", evalue=2.5e-4, p_value=2.4997e-4)
     hit = Hit(Span("ab" * 16, 0, 10), ("bm25", "grep"),

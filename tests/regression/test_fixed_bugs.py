@@ -65,8 +65,8 @@ def test_cancelled_search_stops_its_layers(corpus, tmp_path):
     # cancelling asearch from outside used to leave layer tasks (and rg) running
     import asyncio
 
-    from lar.layer import BaseLayer
-    from lar.registry import register_layer, unregister_layer
+    from lar.core.layer import BaseLayer
+    from lar.core.registry import register_layer, unregister_layer
 
     state = {"finished": False, "cancelled": False}
 
@@ -115,8 +115,8 @@ def test_latex_extraction_cache_notices_an_included_file_appearing(tmp_path):
 def test_chunking_many_atomic_blocks_splits_none():
     # inside_atomic() scanned every block before each newline (13.8 s for 40k inline formulas;
     # now bisection). Speed is tracked in benchmarks/; this checks the result stays right.
-    from lar.chunking import chunk, split_atomic_count
-    from lar.extract import Block, Document
+    from lar.layers.kits.chunking import chunk, split_atomic_count
+    from lar.store.extract import Block, Document
 
     parts, blocks, pos = [], [], 0
     for i in range(40000):

@@ -1,13 +1,15 @@
-"""lar.background: score moments over whole scans, and their use by fusion (norm "bgz")."""
+"""lar.core.background: score moments over whole scans, and their use by fusion (norm "bgz")."""
 import math
 
 import numpy as np
 import pytest
 
-from lar.background import MIN_BACKGROUND, ScoreBackground, ScoreMoments, background_from
-from lar.errors import ConfigError
-from lar.fusion import adaptive_fusion
-from lar.fusion_adaptive import FusionModel, RouteWeights, probe_runs, route_values
+from lar.core.background import MIN_BACKGROUND, ScoreBackground, ScoreMoments, background_from
+from lar.core.errors import ConfigError
+from lar.fusion.adaptive import adaptive_fusion
+from lar.fusion.model import FusionModel, RouteWeights
+from lar.fusion.probe import probe_runs
+from lar.fusion.scales import route_values
 
 
 def test_moments_over_blocks_equal_the_whole_array():

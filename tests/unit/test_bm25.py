@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 import lar
-from lar.errors import ConfigError, QueryError
-from lar.layer import Budget
+from lar.core.errors import ConfigError, QueryError
+from lar.core.layer import Budget
 from lar.layers.bm25 import BM25Layer, parse_query
-from lar.lexical.chunks import Highlighter, code_chunks
-from lar.lexical.segments import SegmentParams, SegmentStore, global_weights
-from lar.lexical.tokenize import Tokenizer, is_compound, split_identifier
-from lar.registry import unregister_layer
+from lar.layers.kits.lexical.chunks import Highlighter, code_chunks
+from lar.layers.kits.lexical.segments import SegmentParams, SegmentStore, global_weights
+from lar.layers.kits.lexical.tokenize import Tokenizer, is_compound, split_identifier
+from lar.core.registry import unregister_layer
 
 
 # -- tokenizers -----------------------------------------------------------------------------
@@ -377,7 +377,7 @@ def test_search_reports_coverage_and_honours_an_expired_budget(registered, folde
 
 
 def test_segment_moments_cover_every_allowed_doc_zeros_included(tmp_path):
-    from lar.background import ScoreMoments
+    from lar.core.background import ScoreMoments
 
     store = SegmentStore(tmp_path, SegmentParams("k"))
     seg = store.build([("a" * 32, [(0, 1), (1, 2), (2, 3)], [["x", "y"], ["y"], ["z"]]),

@@ -4,9 +4,9 @@ import time
 import pytest
 
 import lar
-from lar.building import BuildingLayer, Manifest, SkipUnit
+from lar.core.building import BuildingLayer, Manifest, SkipUnit
 from lar.layers.trigram import TrigramLayer, required_literals
-from lar.registry import register_layer, unregister_layer
+from lar.core.registry import register_layer, unregister_layer
 from lar.store import content_hash
 
 
@@ -123,7 +123,7 @@ def test_manifest_garbage_collects_dead_units(tmp_path):
 
 def test_corrupt_manifest_is_a_clear_error(tmp_path):
     (tmp_path / "m.sqlite").write_bytes(b"garbage" * 200)
-    from lar.errors import CorruptStateError
+    from lar.core.errors import CorruptStateError
 
     with pytest.raises(CorruptStateError, match="rebuilds lazily"):
         Manifest(tmp_path / "m.sqlite")
@@ -134,3 +134,19 @@ def test_trigram_regex_prefilter_literals():
     assert required_literals(r"a|b") == []
     eng_q = TrigramLayer.query_format
     assert "regex" in eng_q
+
+
+@pytest.mark.parametrize("pattern, runs", [
+    (r"foo+bar", ["foo", "bar"]),            # o is required once, then may repeat
+    (r"abc*def", ["def"]),                   # c is optional: "ab" alone is too short
+    (r"abcd?", ["abc"]),
+    (r"hello\.world", ["hello.world"]),      # an escaped dot is a literal
+    (r"(?i)error: \d+ files", ["error: ", " files"]),
+    (r"[abc]xyz{2}uv", []),                  # z counted, "xy" and "uv" too short
+    (r"x(a|b)yzw", ["yzw"]),                 # | inside a group does not void the rest
+    (r"\bclass\s+Foo", ["class", "Foo"]),
+    (r"a\|bcd", ["a|bcd"]),                  # an escaped bar is a literal
+    (r"([unclosed", []),                     # not a regex: nothing required
+])
+def test_trigram_required_literals_without_the_private_regex_parser(pattern, runs):
+    assert required_literals(pattern) == runs

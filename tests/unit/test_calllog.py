@@ -1,14 +1,15 @@
-"""The call log (lar.calllog): tokens, fetched ids, follow-up turns, summaries."""
+"""The call log (lar.record.calllog): tokens, fetched ids, follow-up turns, summaries."""
 import json
 
 import pytest
 
 import lar
-from lar import calllog
-from lar.calllog import CallLog, count_tokens, token_counter
-from lar.cli import main
-from lar.errors import ConfigError
-from lar.trace import TraceStep, replay_step
+from lar.record import calllog
+from lar.record.calllog import CallLog, count_tokens, token_counter
+from lar.apps.cli import main
+from lar.core.errors import ConfigError
+from lar.record.replay import replay_step
+from lar.record.trace import TraceStep
 
 ID1, ID2, ID3, ID4 = ("aaaaaaaaaaaa:0-10", "bbbbbbbbbbbb:5-9", "cccccccccccc:1-2", "dddddddddddd:0-1")
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from lar.cli import main
+from lar.apps.cli import main
 
 
 def run(capsys, *argv):
@@ -20,7 +20,7 @@ def test_search_json_is_stable(corpus, tmp_path, capsys):
     assert doc["schema"] == 1 and doc["k"] == 3 and doc["fusion"] == "adaptive"
     assert set(doc["hits"][0]) == {"id", "path", "lines", "excerpt", "signals"}
     import lar
-    from lar.engine import default_variants
+    from lar.engine.variants import default_variants
 
     assert {r["name"] for r in doc["runs"]} == set(lar.registered_layers()) | set(default_variants())
     hit_id = doc["hits"][0]["id"]

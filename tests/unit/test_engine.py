@@ -3,9 +3,9 @@ import json
 import pytest
 
 import lar
-from lar.errors import (ConfigError, HitNotFoundError, LayerFailedError, ScopeError, StaleSpanError,
+from lar.core.errors import (ConfigError, HitNotFoundError, LayerFailedError, ScopeError, StaleSpanError,
                         UnknownLayerError)
-from lar.engine import default_variants
+from lar.engine.variants import default_variants
 from lar.store import content_hash
 
 
@@ -192,7 +192,7 @@ def test_result_converts_to_polars(engine):
 
 
 def test_token_budget_bounds_the_result(engine):
-    from lar.engine import estimate_tokens
+    from lar.engine.excerpts import estimate_tokens
 
     q = {"grep": {"any": ["timebox", "rank", "layer"]}}
     full = engine.search(q, timebox=5, k=20)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lar.chunking import chunk, split_atomic_count
-from lar.extract import Document, ExtractionCache, extract
+from lar.layers.kits.chunking import chunk, split_atomic_count
+from lar.store.extract import Document, ExtractionCache, extract
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -360,7 +360,7 @@ def test_pdf_blank_encrypted_truncated_and_garbage_are_skipped():
 
 def test_pdf_ligatures_become_letters():
     pytest.importorskip("pypdf")
-    from lar.extract.pdf import _LIGATURES
+    from lar.store.extract.pdf import _LIGATURES
 
     assert "e\ufb03cient \ufb01le".translate(_LIGATURES) == "efficient file"
 
@@ -375,7 +375,7 @@ def test_extraction_cache_roundtrip(tmp_path):
 
 
 def test_importing_one_extractor_module_first_registers_all():
-    code = ("import lar.extract.latex\nfrom lar.extract import extract\n"
+    code = ("import lar.store.extract.latex\nfrom lar.store.extract import extract\n"
             "assert extract('a.ipynb', b'{bad').skipped\n"
             "assert extract('a.pdf', b'nope').skipped\n"
             "assert extract('a.html', b'<p>x</p>').text == b'x'\n"

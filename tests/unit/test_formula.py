@@ -8,13 +8,13 @@ import json
 import pytest
 
 import lar
-from lar.errors import QueryError
-from lar.formula import find_formulas, normalise, normalise_tokens, parse_macros, strip_delimiters
-from lar.formula.scan import scan_notebook_json, scan_text
-from lar.formula.similarity import features, similarity
-from lar.layer import Budget
-from lar.layers.formula import FormulaLayer, accepts_path, parse_query
-from lar.registry import registered_layers, unregister_layer
+from lar.core.errors import QueryError
+from lar.layers.formula import find_formulas, normalise, normalise_tokens, parse_macros, strip_delimiters
+from lar.layers.formula.scan import scan_notebook_json, scan_text
+from lar.layers.formula.similarity import features, similarity
+from lar.core.layer import Budget
+from lar.layers.formula.layer import FormulaLayer, accepts_path, parse_query
+from lar.core.registry import registered_layers, unregister_layer
 
 
 def toks(s: str) -> str:
@@ -130,7 +130,7 @@ def test_raw_notebook_json_spans_map_back():
 
 
 def test_extractor_blocks_first_then_scanner_fills_gaps():
-    from lar.extract import Block
+    from lar.store.extract import Block
 
     text = b"A $x$ and \\(y\\).\n\\begin{align} a &= $b$ \\end{align}\n```\n\\(c\\)\n```\n"
     env_start = text.index(b"\\begin")

@@ -1,12 +1,16 @@
-"""Unit tests for lar.fusion, with expected values computed by hand."""
+"""Unit tests for lar.fusion.policies, with expected values computed by hand."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from lar.errors import ConfigError
-from lar.fusion import POLICIES, FusedItem, combmnz, combsum, fuse, route_unique, rrf
+from lar.core.errors import ConfigError
+from lar.fusion.comb import combmnz, combsum
+from lar.fusion.policies import POLICIES, fuse
+from lar.fusion.route_unique import route_unique
+from lar.fusion.rrf import rrf
+from lar.fusion.table import FusedItem
 
 SEED = {"lexical": [("A", 9.0), ("B", 5.0), ("C", 1.0)], "dense": [("D", 0.9), ("A", 0.8), ("B", 0.7)]}
 

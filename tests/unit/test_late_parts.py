@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
-from lar.errors import QueryError
-from lar.late.explain import localise, sentence_spans, token_matches
-from lar.late.query import LateQuery, parse_late_query, token_weights
-from lar.late.scan import scan_units
+from lar.core.errors import QueryError
+from lar.layers.late.explain import localise, sentence_spans, token_matches
+from lar.layers.late.query import LateQuery, parse_late_query, token_weights
+from lar.layers.late.scan import scan_units
 from lar.maxsim import explain, maxsim_numpy
-from lar.vectors.encoding import UnitEncoding
+from lar.encoders.encoding import UnitEncoding
 
 
 def _unit(rng, sizes, dim=8, model="m"):
@@ -121,8 +121,8 @@ def test_explanation_contributions_sum_to_the_scan_score():
 
 
 def test_out_of_memory_block_is_a_clear_error(monkeypatch):
-    import lar.late.scan as scan
-    from lar.errors import ConfigError
+    import lar.layers.late.scan as scan
+    from lar.core.errors import ConfigError
 
     rng = np.random.default_rng(6)
     units = {"b" * 32: _unit(rng, [10, 10])}
@@ -139,8 +139,8 @@ def test_out_of_memory_block_is_a_clear_error(monkeypatch):
 def test_arena_blocks_are_views_not_copies():
     from dataclasses import replace
 
-    from lar.late.arena import TokenArena
-    from lar.late.scan import _adjacent_view, _block_matrix
+    from lar.layers.late.arena import TokenArena
+    from lar.layers.late.scan import _adjacent_view, _block_matrix
 
     rng = np.random.default_rng(7)
     arena = TokenArena()

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lar.errors import ConfigError
+from lar.core.errors import ConfigError
 from lar.maxsim import Explanation, explain, iter_maxsim, maxsim, resolve_backend
-from lar.maxsim._common import f16_to_f32, plan_blocks
+from lar.maxsim.common import f16_to_f32, plan_blocks
 from lar.maxsim.numpy_backend import iter_maxsim_numpy, maxsim_explain_numpy, maxsim_numpy
 
 REPO = Path(__file__).resolve().parents[2]

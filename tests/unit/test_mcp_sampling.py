@@ -10,8 +10,8 @@ from pathlib import Path
 
 import anyio
 
-from lar.derive import ExtractiveGenerator, GeneratorError
-from lar.mcp import LarTools
+from lar.layers.derived import ExtractiveGenerator, GeneratorError
+from lar.apps.mcp import LarTools
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "fake-client-model"
@@ -58,7 +58,7 @@ async def _sampling_session(root: Path, state: Path, sampling: bool) -> list[tup
 
     params = StdioServerParameters(
         command=sys.executable, cwd=str(REPO),
-        args=["-m", "lar.cli", "mcp", "--root", str(root), "--state", str(state),
+        args=["-m", "lar.apps.cli", "mcp", "--root", str(root), "--state", str(state),
               "--layers", "derived,bm25"])
     log: list[tuple[str, bool, dict]] = []
     async with stdio_client(params) as (read, write):

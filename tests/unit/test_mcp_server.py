@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 
-from lar.mcp import SPECS, LarTools
+from lar.apps.mcp import SPECS, LarTools
 
 REPO = Path(__file__).resolve().parents[2]
 LAYERS = ["names", "grep", "bm25", "trigram"]
@@ -71,7 +71,7 @@ async def _session(root: Path, state: Path) -> list[tuple[str, bool, dict]]:
 
     params = StdioServerParameters(
         command=sys.executable, cwd=str(REPO),
-        args=["-m", "lar.cli", "mcp", "--root", str(root), "--state", str(state),
+        args=["-m", "lar.apps.cli", "mcp", "--root", str(root), "--state", str(state),
               "--layers", ",".join(LAYERS), "--allow", "grep", "--allow", "ls",
               "--allow", "cat", "--allow", "find", "--allow", "sleep"])
     log: list[tuple[str, bool, dict]] = []

@@ -1,12 +1,12 @@
-"""Unit tests for lar.merge: grouping the hits of different layers that point at one place."""
+"""Unit tests for lar.fusion.grouping: grouping the hits of different layers that point at one place."""
 from __future__ import annotations
 
 import pytest
 
-from lar.errors import ConfigError
-from lar.fusion import route_unique
-from lar.merge import Group, group_hits, merged_hit, runs_for_fusion
-from lar.types import Evidence, Hit, Span
+from lar.core.errors import ConfigError
+from lar.fusion.route_unique import route_unique
+from lar.fusion.grouping import Group, group_hits, merged_hit, runs_for_fusion
+from lar.core.types import Evidence, Hit, Span
 
 HA = "a" * 32
 HB = "b" * 32

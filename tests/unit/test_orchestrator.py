@@ -6,9 +6,9 @@ import time
 import pytest
 
 import lar
-from lar.layer import BaseLayer
-from lar.registry import register_layer, unregister_layer
-from lar.types import Hit, Span
+from lar.core.layer import BaseLayer
+from lar.core.registry import register_layer, unregister_layer
+from lar.core.types import Hit, Span
 
 
 class SlowLayer(BaseLayer):
@@ -92,7 +92,7 @@ def test_call_returns_at_the_deadline_with_what_is_done(fakes, corpus, tmp_path)
     assert "offered" in runs["partial"].reason
     assert any("grep" in h.signals for h in res.hits)
     # the cut-short run's weight in the default fusion is scaled by how much it scored of the
-    # finished lists' leading units (lar.fusion.partial_factors); finished runs get no factor
+    # finished lists' leading units (lar.fusion.adaptive.partial_factors); finished runs get no factor
     assert 0.0 <= runs["partial"].probe["partial_factor"] <= 1.0
     assert "partial_factor" not in (runs["grep"].probe or {})
 
@@ -109,7 +109,7 @@ def test_fusion_partial_mode_is_checked_and_keep_leaves_cut_runs_alone(fakes, co
 
 
 def test_a_finished_run_over_part_of_the_scope_is_guarded_like_a_cut_one(tmp_path):
-    from lar.orchestrator import covers_part
+    from lar.engine.orchestrator import covers_part
 
     corpus = tmp_path / "c"
     corpus.mkdir()
@@ -142,7 +142,7 @@ def test_null_result_is_distinguishable_from_not_running(fakes, engine):
 
 
 def test_registration_validates_plugins():
-    from lar.errors import RegistrationError
+    from lar.core.errors import RegistrationError
 
     class NoName(BaseLayer):
         name = ""
@@ -243,7 +243,7 @@ def test_layer_backgrounds_reach_the_probe_and_bgz_fusion(scanners, corpus, tmp_
 
 
 def test_fusion_units_mode_is_checked_and_decides_what_adaptive_fuses_by(corpus, tmp_path, monkeypatch):
-    import lar.orchestrator as orch
+    import lar.engine.orchestrator as orch
 
     seen = []
     real = orch.adaptive_fusion

@@ -5,10 +5,12 @@ import math
 
 import pytest
 
-from lar.errors import ConfigError
-from lar.fusion import adaptive_fusion, fuse, rrf
-from lar.fusion_adaptive import FusionModel, RouteWeights, load_model
-from lar.probe import TailFit, agreement, fit_tail, probe_list
+from lar.core.errors import ConfigError
+from lar.fusion.adaptive import adaptive_fusion
+from lar.fusion.policies import fuse
+from lar.fusion.rrf import rrf
+from lar.fusion.model import FusionModel, RouteWeights, load_model
+from lar.fusion.probe import TailFit, agreement, fit_tail, probe_list
 
 
 def background(n: int, a: float = 5.0, beta: float = 0.5, start: int = 1) -> list[float]:
@@ -148,7 +150,7 @@ def test_a_model_file_is_read_once_per_version(tmp_path):
 
 
 def test_background_z_reads_the_tail_from_rank_r0():
-    from lar.probe import background_z
+    from lar.fusion.probe import background_z
 
     scores = [9.0] + [2.0] * 8 + [1.0, 3.0] * 10  # ranks 10..29 alternate 1, 3
     mean, std = background_z(scores)
@@ -165,19 +167,20 @@ def test_background_z_reads_the_tail_from_rank_r0():
 
 @pytest.mark.parametrize("norm", ["evidence", "tailz", "minmax", "zscore"])
 def test_adaptive_uses_the_models_norm_and_floors_missing_keys(norm):
-    from lar.fusion import _collect, _normalise
+    from lar.fusion.scales import normalise
+    from lar.fusion.table import collect
 
     runs = runs_with_a_standout()
     model = FusionModel({r: RouteWeights(1.0) for r in runs}, norm=norm)
     items, probes, weights, fits = adaptive_fusion(runs, None, model)
-    table = _collect(runs)
+    table = collect(runs)
     expect = {}
     assert weights["flat"] == 0.0  # no background fit: no signal, whatever the norm
     for r in ("dense", "bm25"):
         if norm == "evidence":
             vals, floor = {k: fits[r].evidence(s) for k, s in runs[r]}, 0.0
         else:
-            vals = _normalise(table, r, norm)
+            vals = normalise(table, r, norm)
             floor = min(vals.values())
         for key in table.cands:
             expect[key] = expect.get(key, 0.0) + weights[r] * vals.get(key, floor)
@@ -199,7 +202,7 @@ def test_model_norm_round_trips_and_is_checked(tmp_path):
 
 
 def test_partial_factors_measure_how_much_of_the_finished_lists_a_cut_run_scored():
-    from lar.fusion import partial_factors
+    from lar.fusion.adaptive import partial_factors
 
     runs = {"a": [("x", 3.0), ("y", 2.0)], "b": [("y", 1.0), ("z", 0.5)],
             "late": [("x", 9.0), ("q", 8.0)]}
@@ -236,7 +239,7 @@ def test_a_cut_run_that_scanned_elsewhere_does_not_outvote_the_finished_ones():
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), "half", True])
 def test_a_route_probe_refuses_a_partial_factor_outside_0_1(bad):
-    from lar.probe import RouteProbe
+    from lar.fusion.probe import RouteProbe
 
     with pytest.raises(ConfigError, match="partial_factor"):
         RouteProbe("late", 3, True, partial_factor=bad)

@@ -11,13 +11,13 @@ import shutil
 import pytest
 
 import lar
-from lar.errors import ConfigError, LarError, QueryError
-from lar.layer import Budget, Candidate
+from lar.core.errors import ConfigError, LarError, QueryError
+from lar.core.layer import Budget, Candidate
 from lar.layers.rerank import (NOT_CONFIGURED, SCORE_KIND, RerankLayer, RerankOptions,
                                parse_query, passage_bounds)
-from lar.orchestrator import _run_layer
-from lar.registry import register_layer, registered_layers, unregister_layer
-from lar.types import RunState, Span
+from lar.engine.orchestrator import _run_layer
+from lar.core.registry import register_layer, registered_layers, unregister_layer
+from lar.core.types import RunState, Span
 
 QUERY = "when does the timebox stop a layer"
 DOCS = {

@@ -2,10 +2,10 @@ import os
 
 import pytest
 
-from lar.errors import ScopeError
-from lar.scope import Scope, normalize_relpath
-from lar.timebox import parse_duration
-from lar.errors import ConfigError
+from lar.core.errors import ScopeError
+from lar.core.scope import Scope, normalize_relpath
+from lar.core.timebox import parse_duration
+from lar.core.errors import ConfigError
 
 
 def test_scope_globs():

@@ -4,11 +4,11 @@ import json
 import pytest
 
 import lar
-from lar.screening import (BatchItem, RunNotFoundError, ScreenCandidate, ScreenerFailedError,
+from lar.apps.screening import (BatchItem, RunNotFoundError, ScreenCandidate, ScreenerFailedError,
                            ScreeningConfigError, Unknown, list_runs, load_run, screen)
-from lar.screening.batches import plan_unit, split_text
-from lar.screening.errors import CandidateError, RunLockedError
-from lar.screening.record import run_lock, run_path
+from lar.apps.screening.batches import plan_unit, split_text
+from lar.apps.screening.errors import CandidateError, RunLockedError
+from lar.apps.screening.record import run_lock, run_path
 from lar.store import content_hash
 
 
@@ -123,7 +123,7 @@ def test_keyword_screener_gives_the_expected_fetchable_hits(eng):
 
 
 def test_engine_screen_is_the_same_route(eng):
-    run = eng.screen(Recorder(), run="via-engine", batch_bytes=64)
+    run = lar.screen(eng, Recorder(), run="via-engine", batch_bytes=64)
     assert [(h.path, h.lines) for h in run.candidates] == [
         ("a.txt", (2, 2)), ("big.txt", (3, 3)), ("big.txt", (8, 8)), ("docs/c.txt", (1, 1))]
     assert run.progress()["fraction"] == 1.0

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from lar.errors import HitNotFoundError, StateLockedError
+from lar.core.errors import HitNotFoundError, StateLockedError
 from lar.store import ContentStore, FileIndex, UnitReader, content_hash
 from lar.store.reader import expand_to_lines, line_range
 from lar.store.scanner import Scanner
@@ -72,7 +72,7 @@ def test_second_writer_waits_then_gets_a_clear_error_while_readers_read(tmp_path
 
 def test_corrupt_index_gives_a_clear_error(tmp_path):
     (tmp_path / "index.sqlite").write_bytes(b"this is not a database" * 100)
-    from lar.errors import CorruptStateError
+    from lar.core.errors import CorruptStateError
 
     with pytest.raises(CorruptStateError, match="delete the state folder"):
         FileIndex(tmp_path)

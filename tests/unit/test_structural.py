@@ -5,11 +5,11 @@ import asyncio
 import pytest
 
 import lar
-from lar.errors import LayerFailedError, QueryError
-from lar.layer import Budget
+from lar.core.errors import LayerFailedError, QueryError
+from lar.core.layer import Budget
 from lar.layers.structural import StructuralLayer, byte_offsets, parse_query
 from lar.layers.symbols import SymbolsLayer
-from lar.registry import unregister_layer
+from lar.core.registry import unregister_layer
 
 # non-ASCII characters (2-, 3- and 4-byte UTF-8) before the match, and one after
 PY = 'greeting = "Grüße aus Köln, 東京 😀"\nfh = open(path, "r", encoding="utf-8")  # naïve\nprint(greeting, fh)\nok = not names\n'

@@ -5,12 +5,12 @@ import asyncio
 import pytest
 
 import lar
-from lar.code.treesitter import extract
-from lar.errors import QueryError
-from lar.layer import Budget
+from lar.layers.kits.code.treesitter import extract
+from lar.core.errors import QueryError
+from lar.core.layer import Budget
 from lar.layers.structural import StructuralLayer
 from lar.layers.symbols import SymbolsLayer, parse_query
-from lar.registry import unregister_layer
+from lar.core.registry import unregister_layer
 
 PY = '''import os
 

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from lar.errors import ConfigError
-from lar.toolcache import (OutOfScopeError, ToolCache, ToolIdError, ToolNotAllowedError,
+from lar.core.errors import ConfigError
+from lar.apps.toolcache import (OutOfScopeError, ToolCache, ToolIdError, ToolNotAllowedError,
                            ToolRunError, ToolTimeoutError, count_tokens, parse_tool_id)
-from lar.toolcache.view import group, split_lines
+from lar.apps.toolcache.view import group, split_lines
 
 SAMPLE = ("src/a.py:1:import os\n"
           "src/a.py:2:import sys\n"
@@ -300,7 +300,7 @@ def test_lar_state_folder_inside_the_root_is_out_of_scope(tmp_path):
 
 
 def test_lar_run_command_line(tmp_path, capsys):
-    from lar.cli import main
+    from lar.apps.cli import main
 
     state = str(tmp_path / "state")
     assert main(["run", "--state", state, "--json", "--", sys.executable, "-c", "print('hi')"]) == 0

@@ -1,4 +1,4 @@
-"""Traces: JSONL recording of every call, loading, and replay with a diff (lar.trace)."""
+"""Traces: JSONL recording of every call, loading, and replay with a diff (lar.record.trace)."""
 import asyncio
 import json
 import threading
@@ -6,10 +6,11 @@ import threading
 import pytest
 
 import lar
-from lar.cli import main
-from lar.errors import ConfigError, UnknownLayerError
+from lar.apps.cli import main
+from lar.core.errors import ConfigError, UnknownLayerError
 from lar.store import content_hash
-from lar.trace import TraceError, TraceRecorder, TraceStep, load_trace, replay, replay_step
+from lar.record.replay import replay, replay_step
+from lar.record.trace import TraceError, TraceRecorder, TraceStep, load_trace
 
 # ids on the conftest corpus (content is fixed, so hash + span ids are too)
 GREP_TIMEBOX = ["6e03741ff5ce:0-22", "248e6bb331b8:0-26", "6e03741ff5ce:52-106",

@@ -1,7 +1,7 @@
 import pytest
 
-from lar.errors import ConfigError, HitNotFoundError
-from lar.types import Evidence, Hit, LayerRun, LayerStatus, RunState, Span, parse_hit_id
+from lar.core.errors import ConfigError, HitNotFoundError
+from lar.core.types import Evidence, Hit, LayerRun, LayerStatus, RunState, Span, parse_hit_id
 
 H = "ab" * 16
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lar.errors import ConfigError, CorruptStateError
-from lar.vectors.chunkstore import ChunkVectorStore
+from lar.core.errors import ConfigError, CorruptStateError
+from lar.layers.kits.vectors.chunkstore import ChunkVectorStore
 
 D = 8
 
@@ -177,7 +177,7 @@ def test_should_stop_returns_partial(tmp_path):
 
 
 def test_half_conversion_is_exact():
-    from lar.vectors.chunkstore import _iter_f32
+    from lar.layers.kits.vectors.chunkstore import _iter_f32
     rng = np.random.default_rng(0)
     x = rng.normal(size=(1300, 5)).astype(np.float16)
     x[0] = [0.0, -0.0, 6e-8, -3e-5, 65504]  # zeros, subnormals, the largest half

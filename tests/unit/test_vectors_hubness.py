@@ -1,9 +1,9 @@
-"""Local hubness of vector hits (lar.vectors.hubness): known values on small matrices."""
+"""Local hubness of vector hits (lar.layers.kits.vectors.hubness): known values on small matrices."""
 import numpy as np
 import pytest
 
-from lar.errors import ConfigError
-from lar.vectors.hubness import Reference, ReferenceCache, hubness
+from lar.core.errors import ConfigError
+from lar.layers.kits.vectors.hubness import Reference, ReferenceCache, hubness
 
 
 def unit(*rows):

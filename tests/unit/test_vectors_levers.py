@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lar.errors import ConfigError, CorruptStateError
-from lar.vectors.encoding import UnitEncoding
-from lar.vectors.levers import (apply_pca, bytes_per_token, fit_pca, load_pca, pool_tokens,
+from lar.core.errors import ConfigError, CorruptStateError
+from lar.encoders.encoding import UnitEncoding
+from lar.layers.kits.vectors.levers import (apply_pca, bytes_per_token, fit_pca, load_pca, pool_tokens,
                                 quantize_int8)
 
 

@@ -8,11 +8,11 @@ import struct
 import numpy as np
 import pytest
 
-from lar.errors import ConfigError, CorruptStateError
-from lar.vectors import sidecar as sc
-from lar.vectors.encoding import UnitEncoding
-from lar.vectors.levers import quantize_int8
-from lar.vectors.sidecar import (CorruptSidecarError, open_sidecar, read_sidecar, sidecar_path,
+from lar.core.errors import ConfigError, CorruptStateError
+from lar.layers.kits.vectors import sidecar as sc
+from lar.encoders.encoding import UnitEncoding
+from lar.layers.kits.vectors.levers import quantize_int8
+from lar.layers.kits.vectors.sidecar import (CorruptSidecarError, open_sidecar, read_sidecar, sidecar_path,
                                  verify_sidecar, write_sidecar)
 
 

@@ -1,2 +1,0 @@
-"""Test-set generators of ``evals.generate``: rare-term and paraphrase targets, Model2Vec word
-neighbours, and the lexical verification of generated queries."""

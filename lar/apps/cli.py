@@ -1,0 +1,230 @@
+"""The ``lar`` command: index, status, search, fetch, inventory, read, build, demo, eval, calls,
+replay, mcp (the MCP server), run (the tool-output cache).
+
+Every command takes ``--root`` (default: the current folder) and ``--state``; ``--json`` prints
+the stable JSON documented in the README (each object carries ``"schema": 1``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+from lar.apps.cli_args import csv_list, duration, query_arg
+from lar.core.errors import LarError
+
+COMMANDS_GROUP = "lar.commands"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lar", description="Layered Anytime Retrieval")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", default=".", help="folder to search (default: current folder)")
+    common.add_argument("--state", default=None, help="state dir (default: <root>/.lar)")
+    common.add_argument("--json", action="store_true", help="print stable JSON")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    sub.add_parser("index", parents=[common], help="scan the folder into the file index")
+    sub.add_parser("status", parents=[common], help="layers, coverage, skipped files")
+    s = sub.add_parser("search", parents=[common], help="search under a timebox")
+    s.add_argument("query", type=query_arg, help="text, or a JSON mapping {layer: query}")
+    s.add_argument("--timebox", type=duration, default=0.5, help="e.g. 200ms, 1s (default 500ms)")
+    s.add_argument("--k", type=int, default=20)
+    s.add_argument("--tokens", type=int, default=None, help="also bound the result's size in tokens")
+    s.add_argument("--layers", type=csv_list, default=None, help="comma-separated layer names")
+    s.add_argument("--exclude", type=csv_list, default=None, help="comma-separated layer names")
+    s.add_argument("--scope", action="append", default=None, help="glob to include (repeatable)")
+    s.add_argument("--fusion", default=None,
+                   help="route-unique | rrf | combsum | combmnz | pvalue | adaptive (default: the engine's)")
+    s.add_argument("--rrf-c", type=float, default=60.0)
+    s.add_argument("--emphasis", default="balanced", choices=["precision", "balanced", "recall"])
+    s.add_argument("--strict", action="store_true", help="fail if any layer fails")
+    s.add_argument("--full", action="store_true", help="with --json: evidence per layer too")
+    f = sub.add_parser("fetch", parents=[common], help="full text of a hit id")
+    f.add_argument("id")
+    f.add_argument("--context", type=int, default=0, help="lines of context on each side")
+    i = sub.add_parser("inventory", parents=[common], help="list every unit in scope")
+    i.add_argument("--scope", action="append", default=None)
+    r = sub.add_parser("read", parents=[common], help="read a unit by path or hash")
+    r.add_argument("unit")
+    b = sub.add_parser("build", parents=[common], help="let building layers catch up")
+    b.add_argument("--timebox", type=duration, default=30.0)
+    d = sub.add_parser("demo", help="run the scripted demo on the embedded corpus")
+    d.add_argument("--timebox", type=duration, default=0.5)
+    d.add_argument("--json", action="store_true")
+    for traced in (s, f):  # --trace: append these calls to a JSONL trace (source "cli")
+        traced.add_argument("--trace", default=None, metavar="PATH",
+                            help="record this call in a JSONL trace (see docs/traces.md)")
+    c = sub.add_parser("calls", parents=[common], help="call log summary: tokens, fetched ids, follow-ups")
+    c.add_argument("--session", default=None, help="only this session (default: all)")
+    rp = sub.add_parser("replay", parents=[common], help="replay a trace and show what changed")
+    rp.add_argument("trace_file", metavar="TRACE", help="a JSONL trace recorded with --trace")
+    rp.add_argument("--layers", type=csv_list, default=None, help="replay searches with these layers")
+    rp.add_argument("--timebox", type=duration, default=None, help="replay searches with this timebox")
+    rp.add_argument("--k", type=int, default=None, help="replay searches with this k")
+    m = sub.add_parser("mcp", parents=[common], help="serve the root to MCP clients over stdio")
+    m.add_argument("--allow", action="append", default=None, metavar="CMD",
+                   help="allow this command in run_tool (repeatable; replaces the default "
+                        "allow-list rg grep ls cat head tail wc find git)")
+    m.add_argument("--layers", type=csv_list, default=None,
+                   help="layers search and build use when the caller names none")
+    rn = sub.add_parser("run", parents=[common], help="run a command through the tool-output cache")
+    rn.add_argument("--fetch", default=None, metavar="ID", help="print a tool id's full text")
+    rn.add_argument("--timeout", type=duration, default=60.0)
+    rn.add_argument("--refresh", action="store_true", help="run again even if cached")
+    rn.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS... (no shell)")
+    for name, ep in sorted(plugin_commands().items()):
+        e = sub.add_parser(name, add_help=False, help=f"{name} ... (from {ep.value})")
+        e.add_argument("args", nargs=argparse.REMAINDER)
+    return p
+
+
+def plugin_commands() -> dict[str, Any]:
+    """Subcommands other packages add through the ``lar.commands`` entry-point group (the
+    evaluation harness adds ``eval``): ``{name: EntryPoint}``; each loads to ``main(argv) -> int``."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP)}
+
+
+def _plugin(name: str, argv: Sequence[str]) -> int:
+    """``lar NAME ...``: hand the rest of the command line to the package that added NAME."""
+    return plugin_commands()[name].load()(list(argv))
+
+
+def _cli_session() -> str:
+    """Calls from one shell (or one agent process) share a session: $LAR_SESSION or the parent pid."""
+    import os
+
+    return os.environ.get("LAR_SESSION") or f"cli-{os.getppid()}"
+
+
+def _calls(args) -> int:
+    """``lar calls``: the call log summary, read from <state>/calls.sqlite without a scan."""
+    from pathlib import Path
+
+    from lar.record.calllog import CallLog
+    from lar.engine.facade import default_state_dir
+
+    state = Path(args.state).expanduser() if args.state else default_state_dir(Path(args.root).resolve())
+    if not (state / "calls.sqlite").is_file():
+        raise LarError(f"no call log in {str(state)!r} yet; run a search there first "
+                       "(or pass --root/--state of the folder you searched)")
+    with CallLog(state / "calls.sqlite") as log:
+        if args.json:
+            _print(log.summary(args.session), True)
+        else:
+            print(log.format_summary(args.session))
+    return 0
+
+
+def _replay(eng, args) -> None:
+    from lar.record.replay import replay
+
+    report = replay(args.trace_file, eng, layers=args.layers, timebox=args.timebox, k=args.k)
+    _print(report, args.json)
+
+
+def _mcp(args) -> int:
+    """``lar mcp``: serve the root over stdio (docs/agents.md)."""
+    from lar.apps.mcp import serve
+
+    serve(args.root, state=args.state, allowed_commands=args.allow, layers=args.layers)
+    return 0
+
+
+def _run(args) -> int:
+    """``lar run -- CMD ARGS``: run through the tool cache in <state>/tools and print the view;
+    ``lar run --fetch ID``: print an output, item or line range in full."""
+    from pathlib import Path
+
+    from lar.engine.facade import default_state_dir
+    from lar.apps.toolcache import ToolCache
+
+    state = Path(args.state).expanduser() if args.state else default_state_dir(Path(args.root).resolve())
+    cache = ToolCache(state / "tools")
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if args.fetch:
+        if command:
+            raise LarError("give either --fetch ID or a command, not both")
+        got = cache.fetch(args.fetch)
+        _print(got, args.json) if args.json else sys.stdout.write(got.text)
+        return 0
+    if not command:
+        raise LarError("nothing to run; give a command after --, e.g. lar run -- rg -n TODO src")
+    view = cache.run(command, timeout=args.timeout, refresh=args.refresh)
+    _print(view.to_dict() if args.json else view.text, args.json)
+    return 0
+
+
+def _print(obj: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(obj.to_dict() if hasattr(obj, "to_dict") else obj, ensure_ascii=False,
+                         indent=2, default=str))
+    else:
+        print(obj)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] and argv[0] in plugin_commands():
+        return _plugin(argv[0], argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        if args.cmd == "demo":
+            from lar.apps.demo import run_demo
+
+            return run_demo(timebox=args.timebox, as_json=args.json)
+        if args.cmd == "calls":
+            return _calls(args)
+        if args.cmd == "mcp":
+            return _mcp(args)
+        if args.cmd == "run":
+            return _run(args)
+        import lar
+
+        scan = args.cmd not in ("fetch", "read")
+        with lar.open(args.root, args.state, scan=scan, session=_cli_session(),
+                      trace=getattr(args, "trace", None)) as eng, eng.trace_source("cli"):
+            if args.cmd == "index":
+                _print(eng.index_now() if not scan else eng._last_scan, True)
+            elif args.cmd == "status":
+                _print(eng.status(), args.json)
+            elif args.cmd == "search":
+                res = eng.search(args.query, timebox=args.timebox, k=args.k, emphasis=args.emphasis,
+                                 layers=args.layers, exclude=args.exclude, scope=args.scope,
+                                 fusion=args.fusion, rrf_c=args.rrf_c, strict=args.strict,
+                                 tokens=args.tokens)
+                if args.json:
+                    print(res.to_json(full=args.full, indent=2))
+                else:
+                    print(res)
+            elif args.cmd == "fetch":
+                _print(eng.fetch(args.id, context=args.context), args.json)
+            elif args.cmd == "inventory":
+                items = eng.inventory(scope=args.scope)
+                if args.json:
+                    print(json.dumps({"schema": 1, "units": [x.to_dict() for x in items]}, indent=2))
+                else:
+                    for x in items:
+                        print(f"{x.hash[:12]}  {x.size:>9}  {x.path}")
+            elif args.cmd == "read":
+                sys.stdout.write(eng.read(args.unit))
+            elif args.cmd == "build":
+                _print(eng.build(timebox=args.timebox), True)
+            elif args.cmd == "replay":
+                _replay(eng, args)
+        return 0
+    except LarError as exc:
+        print(f"lar: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # output piped into `head` and the like
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

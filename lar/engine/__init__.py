@@ -1,0 +1,1 @@
+"""The engine: the ``Engine`` facade, the anytime orchestrator and the build scheduler."""

@@ -1,0 +1,133 @@
+"""Lazy building: which units each building layer indexes next, and when.
+
+Priority (seed section 8): the units of the last request's candidates and of fetched hits first,
+then the rest of the scope by usage (hits and fetches recorded in the file index), then the
+rest. ``run(timebox)`` builds in the caller's thread; ``start_background()`` builds in a daemon
+thread (in-process, so it works inside a Jupyter kernel) that pauses while a search runs and
+stops cleanly. Every unit is one atomic step: stopping loses at most the unit in progress.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Iterable
+
+from lar.core.layer import Unit
+
+
+class Builder:
+    def __init__(self, engine):
+        self.eng = engine
+        self.recent: list[str] = []  # hashes of the last request's candidates (best first)
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.built_in_background = 0
+
+    # -- what to build ----------------------------------------------------------------------
+    def layers(self, names: Iterable[str] | None = None) -> list[tuple[str, Any]]:
+        chosen = [(n, l) for n, l in self.eng.layers.items()
+                  if not getattr(l, "always_current", True) and (names is None or n in names)]
+        return sorted(chosen, key=lambda t: getattr(t[1], "cost_rank", 50))
+
+    def note_request(self, hashes: Iterable[str]) -> None:
+        self.recent = list(dict.fromkeys(hashes))
+        self._wake.set()
+
+    def order(self, units: list[Unit]) -> list[Unit]:
+        pri = {h: i for i, h in enumerate(self.recent)}
+        for i, h in enumerate(reversed(self.eng.recent_fetches[-200:])):
+            pri.setdefault(h, -1 - i)  # fetched units outrank candidates
+        usage = self.eng.index.usage()
+
+        def key(u: Unit):
+            if u.hash in pri:
+                return (0, pri[u.hash], u.path)
+            hits, fetches, _ = usage.get(u.hash, (0, 0, 0.0))
+            return (1, -(hits + 3 * fetches), u.path)
+
+        return sorted(units, key=key)
+
+    def plan(self, layer, scope: Any = None) -> list[Unit]:
+        view = self.eng.scope_view(scope)
+        return self.order(layer.pending(view.units()))
+
+    # -- building now -----------------------------------------------------------------------
+    def run(self, timebox: float, layers: Iterable[str] | None = None, scope: Any = None,
+            cancel: threading.Event | None = None) -> dict[str, Any]:
+        t0 = time.monotonic()
+        deadline = t0 + timebox
+        cancel = cancel or threading.Event()
+        report: dict[str, Any] = {"timebox": timebox, "layers": {}}
+        live = {u.hash for u in self.eng.scope_view().units()}
+        for name, layer in self.layers(layers):
+            counts = {"ok": 0, "skipped": 0, "failed": 0}
+            todo = self.plan(layer, scope)
+            state = "ran"
+            for u in todo:
+                if time.monotonic() >= deadline or cancel.is_set():
+                    state = "aborted"
+                    break
+                counts[layer.build_one(u)] += 1
+            done = sum(counts.values())
+            if done == len(todo):
+                layer.collect_garbage(live)
+                self.eng.index.set_cursor(name, layer.build_version, self.eng.index.max_seq())
+            report["layers"][name] = {"state": state, **counts, "pending": len(todo) - done,
+                                      "coverage": round(layer.coverage(self.eng.scope_view(scope)), 4)}
+        report["elapsed"] = time.monotonic() - t0
+        return report
+
+    def build_changed(self, layer, paths: Iterable[str], deadline: float) -> int:
+        """Index the units of just-changed ``paths`` now (the edit-to-search path)."""
+        recs = self.eng.index.get_many(list(paths))
+        units = [Unit(r.path, r.hash, r.size, r.mtime_ns) for r in recs.values() if not r.deleted]
+        n = 0
+        for u in layer.pending(units):
+            if time.monotonic() >= deadline:
+                break
+            layer.build_one(u)
+            n += 1
+        return n
+
+    # -- in the background ------------------------------------------------------------------
+    def start_background(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="lar-builder", daemon=True)
+        self._thread.start()
+
+    def stop_background(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _next(self):
+        for name, layer in self.layers():
+            todo = self.plan(layer)
+            if todo:
+                return layer, todo[0]
+        return None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            if not self.eng.idle.wait(timeout=0.5):  # a search is running: yield to it
+                continue
+            try:
+                nxt = self._next()
+            except Exception:  # the engine is closing or the index is busy: try again later
+                nxt = None
+            if nxt is None:
+                self._wake.clear()
+                self._wake.wait(timeout=2.0)
+                continue
+            layer, unit = nxt
+            layer.build_one(unit)
+            self.built_in_background += 1

@@ -1,0 +1,95 @@
+"""Query-adaptive fusion, the engine's default: each route's weight follows what its own list
+says about this query.
+
+Every route's scores are first put on one scale by the model's normalisation (``norm``, see
+:func:`lar.fusion.scales.route_values`). A key's fused score is
+
+    sum over routes r of  w_r(q) * value_r(key)
+
+where a key a route did not list gets that route's lowest value (it fell below the route's cut),
+and ``w_r(q)`` comes from the route's probe features and the fitted :class:`FusionModel`
+(:mod:`lar.fusion.model`). With no route carrying signal it falls back to RRF.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any, Mapping
+
+from lar.fusion.model import load_model
+from lar.fusion.probe import probe_runs
+from lar.fusion.rrf import DEFAULT_C, rrf
+from lar.fusion.scales import route_values
+from lar.fusion.table import Key, Runs, by_score, check_k, collect
+from lar.fusion.units import by_unit, unit_scores
+
+# how many leading keys of each finished route a cut-short route is checked against
+PARTIAL_DEPTH = 10
+
+
+def partial_factors(runs: Runs, partial, depth: int = PARTIAL_DEPTH) -> dict[str, float]:
+    """For each route in ``partial`` (cut short by the timebox), the share of the complete routes'
+    leading keys (the union of their first ``depth``) that it scored: 1 when its partial list
+    covers what the finished routes rank first (it reranked the right pool), near 0 when it
+    scanned elsewhere. With no complete route to compare against, 1."""
+    partial = [r for r in partial if r in runs]
+    top = {key for r, items in runs.items() if r not in partial for key, _ in items[:depth]}
+    if not top:
+        return {r: 1.0 for r in partial}
+    return {r: len(top.intersection(key for key, _ in runs[r])) / len(top) for r in partial}
+
+
+def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEFAULT_C,
+                    partial=(), backgrounds=None, units: Mapping[Key, Any] | None = None):
+    """Query-adaptive fusion. Returns ``(items, probes, weights, fits)``: the fused items, each
+    route's :class:`lar.fusion.probe.RouteProbe`, its weight and its background fit (None when
+    it has none).
+
+    ``partial`` names routes that saw part of the scope (cut short by the timebox, or a partly
+    built index): each one's weight is multiplied by :func:`partial_factors` (how much of the
+    complete routes' leading candidates it scored, on the lists fused: units or places), so
+    that a half-done scan of the wrong units does not outvote the complete lists. The factor is
+    on the route's probe (``partial_factor``).
+
+    ``backgrounds`` (``{route: ScoreBackground or its dict}``, see :mod:`lar.core.background`)
+    is what a ``"bgz"`` model reads each route's scores against; routes without one use ``tailz``.
+
+    ``units`` (``{key: unit}``, e.g. a place's content hash) fuses by object identity: each
+    route's list is first reduced to units (a unit at its best key in that route), the probes,
+    scales and weights are read from those lists, and a unit that stands out in several routes
+    gets their combined evidence even when each route found it at a different place. The unit's
+    best key (the highest score of the key-level fusion with the same weights) carries the
+    unit's score; its other keys keep their own score, capped at the unit's, so they do not
+    crowd the top. This is what ``python -m lar_evals fit`` fits on (one document = one unit).
+    Keys missing from ``units`` are their own unit."""
+    k = check_k(k)
+    table = collect(runs)
+    model = load_model(model)
+    dedup = {r: table.distinct(r) for r in table.routes}
+    if units is not None:  # falls back to places when no route's unit list carries signal
+        lists = {r: by_unit(items, units) for r, items in dedup.items()}
+        probes, fits, weights, live = weigh(lists, model, partial, backgrounds)
+        if live:
+            scores = unit_scores(table, dedup, units, live, weights, model.norm, backgrounds)
+            return by_score(table, scores, k), probes, weights, fits
+    probes, fits, weights, live = weigh(dedup, model, partial, backgrounds)
+    if not live:
+        return rrf(runs, k, c), probes, weights, fits
+    scores = {key: math.fsum(w * vals.get(key, floor) for _, w, vals, floor in live) for key in table.cands}
+    return by_score(table, scores, k), probes, weights, fits
+
+
+def weigh(lists, model, partial, backgrounds):
+    """Probes, background fits and weights of ``lists`` (``{route: [(key, score), ...]}``
+    distinct keys, best first), and the live routes as ``(route, weight, values, floor)``."""
+    probes, fits = probe_runs(lists)
+    values = route_values(lists, fits, model.norm, backgrounds)
+    weights = {r: model.weights_for(r).weight(probes[r]) for r in lists}
+    for r, f in partial_factors(lists, partial).items():  # on the lists it fuses (units or places)
+        weights[r] *= f
+        probes[r] = replace(probes[r], partial_factor=f)
+    live = [(r, weights[r], *values[r]) for r in lists if weights[r] > 0 and r in values]
+    return probes, fits, weights, live
+
+
+__all__ = ["PARTIAL_DEPTH", "adaptive_fusion", "partial_factors", "weigh"]

@@ -1,0 +1,94 @@
+"""One encoder pass per unit, shared by the layers that read the same model.
+
+``SharedEncodings`` keeps, per (model id, chunking), one sidecar per content hash with the unit's
+token vectors, their byte spans, the chunk spans and the chunks' pooled vectors. ``dense`` reads
+the pooled vectors, ``late`` the token vectors: whichever layer builds a unit first pays the
+encoder pass, the other reads the file. Files are written atomically (``write_sidecar``); a
+corrupt or truncated one is deleted and re-encoded, never used.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Iterable
+
+from lar.layers.kits.chunking import CHUNKER_VERSION, chunk
+from lar.encoders.encoding import UnitEncoding
+from lar.layers.kits.vectors.sidecar import CorruptSidecarError, open_sidecar, sidecar_path, write_sidecar
+
+__all__ = ["SharedEncodings", "chunk_target_bytes", "embedding_chunks"]
+
+
+def chunk_target_bytes(max_tokens: int) -> int:
+    """Chunk size in bytes aimed at one encoder window (~3 bytes a token for prose; longer
+    chunks are split into several windows by the encoder, never truncated)."""
+    return max(256, int(max_tokens) * 3)
+
+
+def embedding_chunks(doc, target: int) -> list[tuple[int, int]]:
+    """The byte spans of ``doc`` an embedding layer encodes (the shared structural chunker)."""
+    return chunk(doc, target=target, hard_max=max(8 * target, 8000))
+
+
+class SharedEncodings:
+    """Sidecars of one encoder under ``state_dir/encodings/<model id>-c<chunking>/``."""
+
+    def __init__(self, state_dir: Path, encoder, *, target: int | None = None):
+        self.encoder = encoder
+        self.target = int(target or chunk_target_bytes(encoder.max_tokens))
+        self.chunker_version = f"{CHUNKER_VERSION}t{self.target}"
+        self.key = f"{encoder.model_id}-c{self.chunker_version}"
+        self.root = Path(state_dir) / "encodings" / self.key
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self.encoded = 0  # encoder passes this process made (the other layer's reuse is free)
+
+    def path(self, h: str) -> Path:
+        return sidecar_path(self.root, h)
+
+    def _lock(self, h: str) -> threading.Lock:
+        with self._locks_guard:
+            lock = self._locks.get(h)
+            if lock is None:
+                if len(self._locks) > 4096:
+                    self._locks = {k: v for k, v in self._locks.items() if v.locked()}
+                lock = self._locks[h] = threading.Lock()
+            return lock
+
+    def get(self, h: str) -> UnitEncoding | None:
+        """The stored encoding of ``h``, or None (absent, or corrupt: then it is deleted)."""
+        p = self.path(h)
+        if not p.exists():
+            return None
+        try:
+            sc = open_sidecar(p)
+        except CorruptSidecarError:
+            p.unlink(missing_ok=True)
+            return None
+        enc = sc.encoding
+        if enc.model_id != self.encoder.model_id or enc.chunker_version != self.chunker_version:
+            p.unlink(missing_ok=True)
+            return None
+        return enc
+
+    def encode(self, h: str, doc) -> UnitEncoding:
+        """The encoding of unit ``h`` (whose Document is ``doc``): read, or computed and stored."""
+        with self._lock(h):
+            enc = self.get(h)
+            if enc is not None:
+                return enc
+            spans = embedding_chunks(doc, self.target)
+            enc = self.encoder.encode_spans(doc.text, spans, chunker_version=self.chunker_version)
+            self.encoded += 1
+            write_sidecar(self.path(h), enc, meta={"unit": h, "chunk_target": self.target})
+            return open_sidecar(self.path(h)).encoding
+
+    def drop(self, hashes: Iterable[str]) -> None:
+        for h in hashes:
+            self.path(h).unlink(missing_ok=True)
+
+    def bytes_used(self) -> int:
+        if not self.root.exists():
+            return 0
+        return sum(p.stat().st_size for p in self.root.glob("*/*.lvec"))
+

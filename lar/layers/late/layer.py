@@ -1,0 +1,408 @@
+"""``late``: exact late interaction (ColBERT-style MaxSim) over per-unit token-vector sidecars.
+
+No centroid index, no approximation (seed section 7): every chunk of every scanned unit is scored
+exactly, ``score = sum_i w_i * max_t q_i . d_t``, in blocks, abortable between blocks.
+
+Building (lazily, per unit): the unit's chunks go through the encoder once (shared with
+``dense``, see ``lar.layers.kits.vectors.shared``); with size levers set (``pool``: token pooling factor,
+``pca``: dimensions, ``int8``) a derived sidecar is written to the layer's folder. Every lever
+combination is its own layer version. PCA is fitted on the corpus's first built units.
+
+Searching: the candidates of cheaper layers first (the orchestrator hands them over when they are
+in), then the rest of the scope by usage, then by path; at the deadline it returns what it scored
+and reports the coverage. Every hit carries, per query token, its contribution to the score, the
+document token it matched and that token's byte span; the hit's span is localised to the
+sentences that carry the match (``details.chunk`` keeps the whole chunk).
+
+Query: free text or ``{"text": ..., "weights": {word: w}, "min_score": 0.3}``
+(see ``lar.layers.late.query``). Options (``late_<key>`` in the engine config, or a variant's options):
+``model`` (default the packaged all-MiniLM-L6-v2; any local checkpoint path), ``kind`` (auto,
+sentence-transformers, colbert, bge-m3), ``device`` (None = CUDA when available, else CPU),
+``pool``, ``pool_method`` (ward, adjacent), ``pca``, ``int8``, ``block_tokens``, ``localise``.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import replace
+from collections import OrderedDict
+from typing import Any, Sequence
+
+import numpy as np
+
+from lar.core.errors import ConfigError, LarError, QueryError
+from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
+from lar.layers.late.arena import TokenArena
+from lar.layers.late.explain import localise, token_matches
+from lar.layers.late.query import parse_late_query, token_weights
+from lar.layers.late.scan import DEFAULT_BLOCK_TOKENS, scan_units
+from lar.core.types import Hit, Span
+from lar.layers.kits.embedding import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
+
+PCA_SAMPLE_UNITS = 64
+PCA_SAMPLE_TOKENS = 200_000
+
+
+def _in_memory(enc, arena: TokenArena):
+    """A copy of ``enc`` in RAM (a sidecar's memory maps closed); float tokens go to the arena,
+    back to back with the units scanned before them."""
+    if enc.token_scales is None:
+        tokens, scales = arena.add(enc.tokens), None
+    else:
+        tokens, scales = np.array(enc.tokens), np.array(enc.token_scales)
+    return replace(enc, tokens=tokens, token_spans=np.array(enc.token_spans),
+                   chunk_starts=np.array(enc.chunk_starts), chunk_spans=np.array(enc.chunk_spans),
+                   pooled=None, token_scales=scales)
+
+
+class LateLayer(EmbeddingLayer):
+    name = "late"
+    version = "1"
+    roles = frozenset({"generate", "refine"})
+    query_format = ("free text, or {'text': ..., 'weights': {word_or_token: w}, 'min_score': "
+                    "0.3}: weights 0 drop a query token, > 1 boost it, no re-indexing")
+    cost = "built lazily: one encoder pass per chunk (shared with dense); exact MaxSim scan"
+    cost_rank = 80
+    early_candidates = True  # the orchestrator hands over the cheap layers' candidates
+    defaults = {"model": None, "kind": "auto", "device": None, "pool": 1, "pool_method": "ward",
+                "pca": 0, "int8": False, "block_tokens": DEFAULT_BLOCK_TOKENS, "localise": True,
+                "max_unit_bytes": DEFAULT_MAX_UNIT_BYTES, "cache_mb": 1024}
+
+    @classmethod
+    def check_options(cls, o: dict[str, Any]) -> None:
+        super().check_options(o)
+        for key, low in (("pool", 1), ("pca", 0), ("block_tokens", 1024), ("cache_mb", 0)):
+            v = o[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ConfigError(f"layer {cls.name!r}: {key} must be an integer >= {low}, got {v!r}")
+        if o["pool_method"] not in ("ward", "adjacent"):
+            raise ConfigError(f"layer {cls.name!r}: pool_method must be 'ward' or 'adjacent'")
+        if o["kind"] not in ("auto", "sentence-transformers", "transformers", "colbert", "bge-m3"):
+            raise ConfigError(f"layer {cls.name!r}: kind must be auto, sentence-transformers, "
+                              f"colbert or bge-m3, got {o['kind']!r}")
+        if not isinstance(o["int8"], bool) or not isinstance(o["localise"], bool):
+            raise ConfigError(f"layer {cls.name!r}: int8 and localise must be True or False")
+
+    def __init__(self, ctx: LayerContext):
+        super().__init__(ctx)
+        self._model_id = "none"
+        try:
+            from lar.encoders.models import resolve_model
+
+            from lar.encoders.adapters import check_kind
+
+            self._ref = resolve_model(self.options["model"])
+            check_kind(self._ref, self.options["kind"])  # on the files: never a random head
+            self._model_id = self._ref.model_id
+        except LarError as exc:
+            self._ref = None
+            self._problem = exc
+        self._encoder = None
+        self._shared = None
+        self._pca = None
+        self._init_lock = threading.Lock()
+        self._queries: OrderedDict[str, Any] = OrderedDict()
+        self._cache: dict[str, Any] = {}
+        self._cache_bytes = 0
+        self._cache_lock = threading.Lock()
+        self._arena = TokenArena()
+
+    # -- versions and levers ----------------------------------------------------------------
+    @property
+    def levers(self) -> str:
+        o = self.options
+        parts = []
+        if o["pool"] > 1:
+            parts.append(f"pool{o['pool']}{o['pool_method'][0]}")
+        if o["pca"]:
+            parts.append(f"pca{o['pca']}")
+        if o["int8"]:
+            parts.append("int8")
+        return "-".join(parts)
+
+    @property
+    def build_version(self) -> str:
+        base = super().build_version
+        return f"{base}+m{self._model_id}" + (f"+{self.levers}" if self.levers else "")
+
+    # -- model ------------------------------------------------------------------------------
+    def encoder(self):
+        self.fail_if_unusable()
+        with self._init_lock:
+            if self._encoder is None:
+                from lar.encoders.adapters import load_token_encoder
+                from lar.layers.kits.vectors.shared import SharedEncodings
+
+                try:
+                    enc = load_token_encoder(self._ref.path, kind=self.options["kind"])
+                except LarError as exc:
+                    self._problem = exc
+                    raise
+                self._shared = SharedEncodings(self.ctx.state_dir, enc)
+                self._encoder = enc
+            return self._encoder
+
+    @property
+    def shared(self):
+        self.encoder()
+        return self._shared
+
+    def _pca_path(self):
+        return self.dir / f"pca-{self.options['pca']}.npz"
+
+    def pca_model(self, sample_units: Sequence[Unit] = ()):
+        """The PCA fitted on this corpus (fitted on the first units built, then kept)."""
+        if not self.options["pca"]:
+            return None
+        if self._pca is not None:
+            return self._pca
+        from lar.layers.kits.vectors.levers import fit_pca, load_pca
+
+        p = self._pca_path()
+        if p.exists():
+            self._pca = load_pca(p)
+            return self._pca
+        rows, n = [], 0
+        for u in list(sample_units)[:PCA_SAMPLE_UNITS]:
+            try:
+                doc = self.ctx.reader.document(u.hash, u.path)
+                if not doc.text.strip() or doc.skipped:
+                    continue
+                enc = self.shared.encode(u.hash, doc)
+            except Exception:
+                continue
+            rows.append(enc.tokens_f32())
+            n += enc.n_tokens
+            if n >= PCA_SAMPLE_TOKENS:
+                break
+        if not rows or n <= self.options["pca"]:
+            raise ConfigError(f"layer {self.name!r}: too few tokens ({n}) to fit PCA to "
+                              f"{self.options['pca']} dimensions; build more units first or lower pca")
+        model = fit_pca(np.concatenate(rows)[:PCA_SAMPLE_TOKENS], self.options["pca"])
+        model.save(p)
+        self._pca = load_pca(p)
+        return self._pca
+
+    # -- building ---------------------------------------------------------------------------
+    def _derived_path(self, h: str):
+        from lar.layers.kits.vectors.sidecar import sidecar_path
+
+        return sidecar_path(self.dir / "sidecars", h)
+
+    def index_unit(self, unit: Unit, doc) -> dict[str, Any]:
+        self.forget_cached([unit.hash])
+        self.text_of(doc)
+        enc = self.shared.encode(unit.hash, doc)
+        info = {"chunks": enc.n_chunks, "tokens": enc.n_tokens}
+        if self.levers:
+            from lar.layers.kits.vectors.levers import apply_pca, pool_tokens, quantize_int8
+            from lar.layers.kits.vectors.sidecar import write_sidecar
+
+            o = self.options
+            if o["pool"] > 1:
+                enc = pool_tokens(enc, o["pool"], o["pool_method"])
+            enc = replace(enc, pooled=None)  # late never reads pooled vectors
+            meta = {"levers": self.levers}
+            if o["pca"]:
+                pca = self.pca_model([unit])
+                enc = apply_pca(enc, pca)
+                meta["pca_id"] = pca.id
+            if o["int8"]:
+                enc = quantize_int8(enc)
+            info["bytes"] = write_sidecar(self._derived_path(unit.hash), enc, meta=meta)
+            info["stored_tokens"] = enc.n_tokens
+        return info
+
+    async def build(self, units: Sequence[Unit], cancel: threading.Event) -> None:
+        if self.options["pca"] and self.problem() is None and units:
+            try:  # fit on the first units of the first build (their encodings are kept)
+                await asyncio.to_thread(self.pca_model, units)
+            except LarError:
+                pass  # too little text yet: units fail with the reason and retry later
+        await super().build(units, cancel)
+
+    def drop(self, hashes: set[str]) -> None:
+        self.forget_cached(hashes)
+        try:  # dead units' shared encodings go too (this loads the model once)
+            self.shared.drop(hashes)
+        except LarError:
+            pass  # unusable model: nothing of it was stored
+        for h in hashes:
+            self._derived_path(h).unlink(missing_ok=True)
+
+    # -- loading for search -----------------------------------------------------------------
+    def load(self, h: str):
+        """The encoding scored for unit ``h``: from the in-memory cache (``cache_mb``: sidecars
+        read once stay in RAM, first come first kept, so a scan of a corpus larger than the cache
+        still hits for its first part instead of thrashing), else from its sidecar."""
+        with self._cache_lock:
+            enc = self._cache.get(h)
+        if enc is not None:
+            return enc
+        enc = self._load_sidecar(h)
+        size = enc.tokens.nbytes + enc.token_spans.nbytes
+        with self._cache_lock:
+            if self._cache_bytes + size <= self.options["cache_mb"] * (1 << 20):
+                enc = _in_memory(enc, self._arena)
+                self._cache[h] = enc
+                self._cache_bytes += size
+        return enc
+
+    def forget_cached(self, hashes) -> None:
+        with self._cache_lock:
+            for h in hashes:
+                enc = self._cache.pop(h, None)
+                if enc is not None:
+                    self._cache_bytes -= enc.tokens.nbytes + enc.token_spans.nbytes
+                    self._arena.forget(enc.n_tokens)
+            if self._arena.mostly_dead:  # start over; refilled lazily by the next scans
+                self._cache.clear()
+                self._cache_bytes = 0
+                self._arena = TokenArena()
+
+    def _load_sidecar(self, h: str):
+        """The sidecar encoding of unit ``h``. A corrupt, truncated or stale sidecar is
+        deleted, its manifest row forgotten (so it is rebuilt) and ``LookupError`` raised."""
+        from lar.layers.kits.vectors.sidecar import CorruptSidecarError, open_sidecar
+
+        try:
+            if not self.levers:
+                p = self.shared.path(h)
+                if not p.exists():
+                    raise FileNotFoundError(str(p))
+                sc = open_sidecar(p)
+                enc = sc.encoding
+                if enc.model_id != self.shared.encoder.model_id:
+                    raise CorruptSidecarError(p, f"written by model {enc.model_id}")
+                return enc
+            p = self._derived_path(h)
+            sc = open_sidecar(p)
+            pca_id = sc.meta.get("pca_id")
+            if self.options["pca"]:
+                current = self._pca or (self.pca_model() if self._pca_path().exists() else None)
+                if current is None or pca_id != current.id:
+                    raise CorruptSidecarError(p, f"projected with another PCA ({pca_id})")
+            return sc.encoding
+        except (CorruptSidecarError, FileNotFoundError) as exc:
+            p = self.shared.path(h) if not self.levers else self._derived_path(h)
+            p.unlink(missing_ok=True)
+            self.manifest.forget([h])
+            raise LookupError(f"sidecar of {h[:12]} dropped, rebuilt on the next build: {exc}") from None
+
+    # -- searching --------------------------------------------------------------------------
+    def dim(self) -> int:
+        return int(self.encoder().dim)
+
+    def backend(self) -> str:
+        """torch whenever it is installed (CUDA when available; on CPU its vectorised float16
+        conversion makes it ~1.6x the numpy kernel, benchmarks/results/2026-11-30-maxsim.md),
+        else numpy."""
+        import importlib.util
+
+        return "torch" if importlib.util.find_spec("torch") is not None else "numpy"
+
+    def encode_query(self, text: str):
+        """Query token vectors (projected by the layer's PCA when set), cached per text."""
+        got = self._queries.get(text)
+        if got is not None:
+            self._queries.move_to_end(text)
+            return got
+        qe = self.encoder().encode_query(text)
+        q = qe.tokens
+        if self.options["pca"]:
+            q = self.pca_model().project(q)
+        got = (qe, np.ascontiguousarray(q, dtype=np.float32))
+        self._queries[text] = got
+        if len(self._queries) > 256:
+            self._queries.popitem(last=False)
+        return got
+
+    async def search(self, query: Any, scope: ScopeView, budget: Budget,
+                     candidates: Sequence[Candidate] | None = None) -> list[Hit]:
+        lq = parse_late_query(query, self.name)
+        self.fail_if_unusable()
+        return await asyncio.to_thread(self._search, lq, scope, budget, candidates)
+
+    def order(self, hashes: set[str], paths: dict[str, str], candidates) -> list[str]:
+        """Candidates' units first (in their order), then by usage, then by path."""
+        first = [c.span.hash for c in candidates or () if c.span.hash in hashes]
+        first = list(dict.fromkeys(first))
+        seen = set(first)
+        usage = self.ctx.index.usage()
+
+        def key(h: str):
+            hits, fetches, _ = usage.get(h, (0, 0, 0.0))
+            return (-(hits + 3 * fetches), paths.get(h, ""), h)
+
+        return first + sorted((h for h in hashes if h not in seen), key=key)
+
+    def _search(self, lq, scope: ScopeView, budget: Budget, candidates) -> list[Hit]:
+        paths, done, ok = self.scope_state(scope)
+        not_ok = sum(1 for h in paths if h in done and done[h] != "ok")
+        if not ok:  # nothing built yet: do not load the model for nothing
+            budget.set_coverage(not_ok / len(paths) if paths else 1.0)
+            return []
+        try:
+            qe, q = self.encode_query(lq.text)
+        except QueryError as exc:
+            raise QueryError(self.name, str(exc).split(": ", 1)[-1]) from None
+        w = token_weights(lq, qe.token_texts, qe.token_spans, self.name)
+        order = self.order(ok, paths, candidates)
+        min_score = lq.min_score * float(w.sum()) if lq.min_score else None
+        res = scan_units(q, w, order, self.load, budget.pool, should_stop=budget.expired,
+                         block_tokens=self.options["block_tokens"], backend=self.backend(),
+                         device=self.options["device"], min_score=min_score)
+        budget.set_coverage((not_ok + len(res.scanned)) / len(paths))
+        if res.unreadable:
+            budget.notes["warning"] = (f"{len(res.unreadable)} sidecars were corrupt or missing: "
+                                       "dropped, not scored, queued for rebuilding")
+        if res.aborted or len(res.scanned) + len(res.unreadable) < len(ok):
+            budget.notes["partial"] = True
+            budget.notes["truncated"] = (f"timebox ended after scanning {len(res.scanned)} of "
+                                         f"{len(ok)} built units ({res.tokens} tokens)")
+        # the background of a complete scan only: a cut-short one scanned the candidates first,
+        # the best-scoring corner, and would read every hit as less remarkable than it is
+        background = None if budget.notes.get("partial") else res.moments.result()
+        if background is not None:
+            budget.notes["background"] = background.to_dict()
+        return self._hits(lq, qe, q, w, res, paths, budget)
+
+    def _hits(self, lq, qe, q, w, res, paths, budget) -> list[Hit]:
+        from lar.maxsim.common import to_f32
+
+        hits: list[Hit] = []
+        texts: dict[str, bytes] = {}
+        kind = f"MaxSim: sum over query tokens of weight x best cosine ({self.shared.encoder.model_id})"
+        for score, h, c in res.top:
+            try:
+                enc = self.load(h)
+                if h not in texts:
+                    texts[h] = self.ctx.reader.unit_text(h, paths.get(h))
+            except Exception:  # vanished since the scan
+                continue
+            text = texts[h]
+            a, b = enc.chunk_rows(c)
+            if enc.token_scales is not None:
+                x = enc.tokens_f32(a, b)
+            else:
+                x = to_f32(np.ascontiguousarray(enc.tokens[a:b]))
+            sims = x @ q.T  # (chunk tokens, query tokens): the same products the scan maxed over
+            best = sims.argmax(axis=0)
+            sim_max = sims[best, np.arange(sims.shape[1])]
+            matches = token_matches(qe.token_texts, w, w * sim_max, best, sim_max, a,
+                                    enc.token_spans, text)
+            cs, ce = (int(x) for x in enc.chunk_spans[c])
+            ce = min(ce, len(text))
+            s, e = localise(text, (cs, ce), matches) if self.options["localise"] else (cs, ce)
+            subs = sorted({(m.start, m.end) for m in matches if m.contribution > 0 and s <= m.start
+                           and m.end <= e and m.end > m.start})
+            details = {"chunk": [cs, ce], "score_mean": score / float(w.sum()),
+                       "tokens": [m.to_dict() for m in matches]}
+            hits.append(Hit.single(self.name, Span(h, s, e), rank=len(hits) + 1, score=score,
+                                   score_kind=kind, query=lq.to_dict(), sub_spans=subs,
+                                   details=details))
+        budget.offer(hits)
+        return hits
+
+
+Layer = LateLayer

@@ -1,0 +1,151 @@
+"""Exact MaxSim over many units' sidecars, block by block, abortable between blocks.
+
+Units come in the caller's priority order; their token matrices are gathered into blocks of about
+``block_tokens`` rows (each chunk is one "document" of the kernel), scored exactly with
+``lar.maxsim`` (numpy, or torch on CUDA), and the best ``k`` chunks are kept. ``should_stop`` is
+checked before each block: the scan then returns what it scored, and which units that was.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+
+from lar.core.background import ScoreMoments
+from lar.core.errors import ConfigError
+from lar.maxsim import maxsim
+from lar.encoders.encoding import UnitEncoding
+
+__all__ = ["ScanResult", "scan_units", "DEFAULT_BLOCK_TOKENS"]
+
+DEFAULT_BLOCK_TOKENS = 1 << 16
+
+
+@dataclass
+class ScanResult:
+    top: list[tuple[float, str, int]] = field(default_factory=list)  # (score, hash, chunk), best first
+    scanned: list[str] = field(default_factory=list)
+    tokens: int = 0
+    blocks: int = 0
+    aborted: bool = False
+    unreadable: list[tuple[str, str]] = field(default_factory=list)  # (hash, why)
+    moments: ScoreMoments = field(default_factory=ScoreMoments)  # every chunk score computed
+
+
+def _adjacent_view(encs: list[UnitEncoding]) -> np.ndarray | None:
+    """When the units' token matrices lie back to back in one buffer (the layer's in-memory
+    arena keeps units in scan order), the block is a view of that buffer: no copy."""
+    first = encs[0].tokens
+    base = first.base
+    if base is None or not isinstance(base, np.ndarray) or base.ndim != 2 or not first.flags.c_contiguous:
+        return None
+    row = first.strides[0]
+    ptr = first.ctypes.data
+    for e in encs:
+        t = e.tokens
+        if t.base is not base or t.ctypes.data != ptr:
+            return None
+        ptr += t.shape[0] * row
+    r0 = (first.ctypes.data - base.ctypes.data) // row
+    return base[r0:r0 + (ptr - first.ctypes.data) // row]
+
+
+def _block_matrix(encs: list[UnitEncoding]) -> np.ndarray:
+    if all(e.token_scales is None for e in encs):
+        if len(encs) == 1:
+            return encs[0].tokens
+        view = _adjacent_view(encs)
+        if view is not None:
+            return view
+        return np.concatenate([e.tokens for e in encs], axis=0)
+    return np.concatenate([e.tokens_f32() for e in encs], axis=0)
+
+
+def scan_units(
+    q: np.ndarray,
+    weights: np.ndarray,
+    hashes: Iterable[str],
+    load: Callable[[str], UnitEncoding | None],
+    k: int,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+    block_tokens: int = DEFAULT_BLOCK_TOKENS,
+    backend: str = "auto",
+    device=None,
+    min_score: float | None = None,
+) -> ScanResult:
+    """Score every chunk of the units ``hashes`` (in order); keep the ``k`` best.
+
+    ``load(h)`` returns the unit's encoding or None (skipped: absent, corrupt, or empty); it may
+    raise ``LookupError``/``OSError`` with the reason, recorded in ``unreadable``."""
+    res = ScanResult()
+    heap: list[tuple[float, str, int]] = []  # min-heap of the k best (score, hash, chunk)
+    pending: list[tuple[str, UnitEncoding]] = []
+    pending_tokens = 0
+
+    def flush() -> None:
+        nonlocal pending, pending_tokens
+        if not pending:
+            return
+        encs = [e for _, e in pending]
+        x = _block_matrix(encs)
+        offsets = np.cumsum([0] + [e.n_tokens for e in encs[:-1]])
+        starts = np.concatenate([e.chunk_starts.astype(np.int64) + o for e, o in zip(encs, offsets)])
+        try:
+            scores = maxsim(q, x, starts, weights, backend=backend, device=device)
+        except (MemoryError, RuntimeError) as exc:  # torch reports CUDA OOM as a RuntimeError
+            if isinstance(exc, RuntimeError) and "out of memory" not in str(exc).lower():
+                raise
+            raise ConfigError(
+                f"scoring a block of {x.shape[0]} tokens x {x.shape[1]} dims ran out of memory "
+                f"on {device or backend}: lower the layer's block_tokens (now {block_tokens}) "
+                "or free memory") from None
+        res.moments.add(scores)
+        counts = [e.n_chunks for e in encs]
+        owner = np.repeat(np.arange(len(encs)), counts)
+        chunk_of = np.arange(scores.shape[0]) - np.repeat(np.cumsum([0] + counts[:-1]), counts)
+        cand = np.arange(scores.shape[0])
+        if min_score is not None:
+            cand = cand[scores >= min_score]
+        if cand.shape[0] > k:
+            cand = cand[np.argpartition(-scores[cand], k - 1)[:k]]
+        for i in cand.tolist():
+            item = (float(scores[i]), pending[owner[i]][0], int(chunk_of[i]))
+            if len(heap) < k:
+                heapq.heappush(heap, item)
+            elif item > heap[0]:
+                heapq.heapreplace(heap, item)
+        res.scanned.extend(h for h, _ in pending)
+        res.tokens += int(x.shape[0])
+        res.blocks += 1
+        pending, pending_tokens = [], 0
+
+    for h in hashes:
+        if pending_tokens == 0 and should_stop():
+            res.aborted = True
+            break
+        try:
+            enc = load(h)
+        except (LookupError, OSError) as exc:
+            res.unreadable.append((h, str(exc)))
+            continue
+        if enc is None or enc.n_tokens == 0:
+            res.scanned.append(h)
+            continue
+        pending.append((h, enc))
+        pending_tokens += enc.n_tokens
+        if pending_tokens >= block_tokens:
+            if should_stop():
+                pending, pending_tokens = [], 0
+                res.aborted = True
+                break
+            flush()
+    else:
+        if pending and should_stop():
+            res.aborted = True
+        else:
+            flush()
+    res.top = sorted(heap, key=lambda t: (-t[0], t[1], t[2]))
+    return res

@@ -1,0 +1,1 @@
+"""Recording: traces of calls (JSONL), their replay, and the call log."""

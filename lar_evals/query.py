@@ -1,0 +1,104 @@
+"""One query of a BEIR evaluation (:func:`run_query`): every route alone, the offline fusion
+policies over those lists, and the engine's default search, mapped from hits to documents.
+:mod:`lar_evals.run` drives it over the query set; the checkpoint file (:mod:`lar_evals.checkpoint`)
+keeps what it returns."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Mapping, Sequence
+
+from lar.fusion.policies import fuse
+from lar.fusion.grouping import group_hits, merged_hit, runs_for_fusion
+from lar.core.request import pool_size
+
+__all__ = ["docs_of_hits", "run_query", "scored_docs"]
+
+
+def docs_of_hits(paths_per_hit: Sequence[Sequence[str]], path_to_doc: Mapping[str, str],
+                 limit: int | None = None) -> list[str]:
+    """Documents of the first ``limit`` hits, best rank first (each hit maps every one of its
+    paths: identical files share one hit)."""
+    out: dict[str, None] = {}
+    for paths in paths_per_hit[:limit]:
+        for p in paths:
+            d = path_to_doc.get(p)
+            if d is not None:
+                out.setdefault(d, None)
+    return list(out)
+
+
+def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fusion: Sequence[str],
+              k: int, attribution_k: int, rrf_c: float, timebox: float, scope: Any,
+              path_to_doc: Mapping[str, str]) -> dict[str, Any]:
+    """Everything one query contributes: per-label document lists, timings and run states.
+
+    ``scored`` (the route lists offline fits read) holds each route's own list; a refine route
+    (``fuzzy``, ``rerank``), which has no candidates when run alone, gets the scores it gave in
+    the default search, whose generate routes supplied its pool."""
+    pool = pool_size(k, "balanced")
+    per_layer, times, states, backgrounds = {}, {}, {}, {}
+    for r in routes:
+        t0 = time.perf_counter()
+        res = eng.search(text, layers=[r], k=pool, timebox=timebox, scope=scope)
+        times[f"route:{r}"] = time.perf_counter() - t0
+        run = res.run(r)
+        states[r] = run.state.value
+        per_layer[r] = list(res.hits)
+        if (run.probe or {}).get("background") is not None:
+            backgrounds[r] = run.probe["background"]
+    rankings, top, pools = {}, {}, {}
+    scored: dict[str, list[list]] = {}
+    for r, hits in per_layer.items():
+        scored[r] = scored_docs(hits, r, path_to_doc)
+        paths = [h.paths for h in hits]
+        rankings[f"route:{r}"] = docs_of_hits(paths, path_to_doc, k)
+        top[f"route:{r}"] = docs_of_hits(paths, path_to_doc, attribution_k)
+        pools[r] = docs_of_hits(paths, path_to_doc)
+    t0 = time.perf_counter()
+    fused_input = {r: per_layer[r] for r in order if per_layer.get(r)}
+    groups = group_hits(fused_input)
+    runs = runs_for_fusion(groups, fused_input)
+    by_key = {g.key: g for g in groups}
+    units = {g.key: g.span.hash for g in groups}  # adaptive fuses by unit, as the engine does
+    shared = time.perf_counter() - t0
+    for policy in fusion:
+        t0 = time.perf_counter()
+        items = fuse(policy, runs, k=k, c=rrf_c, units=units) if groups else []
+        paths = [merged_hit(by_key[it.key], dict(it.ranks)).paths for it in items]
+        times[f"fusion:{policy}"] = shared + time.perf_counter() - t0
+        rankings[f"fusion:{policy}"] = docs_of_hits(paths, path_to_doc)
+        short = fuse(policy, runs, k=attribution_k, c=rrf_c, units=units) if groups else []
+        top[f"fusion:{policy}"] = docs_of_hits([merged_hit(by_key[it.key]).paths for it in short],
+                                               path_to_doc)
+    t0 = time.perf_counter()
+    res = eng.search(text, layers=list(routes), k=k, timebox=timebox, scope=scope)
+    times["default"] = time.perf_counter() - t0
+    paths = [h.paths for h in res.hits]
+    rankings["default"] = docs_of_hits(paths, path_to_doc)
+    if attribution_k < k:  # what a caller asking for attribution_k hits gets (route-unique slots)
+        short_res = eng.search(text, layers=list(routes), k=attribution_k, timebox=timebox, scope=scope)
+        paths = [h.paths for h in short_res.hits]
+    top["default"] = docs_of_hits(paths, path_to_doc, attribution_k)
+    default_states = {run.name: run.state.value for run in res.runs if run.name in routes}
+    for r in routes:  # a refine layer alone has no pool: record what it scored in the default's
+        if not per_layer.get(r) and "refine" in getattr(eng.layers.get(r), "roles", ()):
+            scored[r] = scored_docs(res.hits, r, path_to_doc)
+    return {"rankings": rankings, "top": top, "pools": pools, "times": times,
+            "states": states, "default_states": default_states, "scored": scored,
+            "backgrounds": backgrounds}
+
+
+def scored_docs(hits: Sequence[Any], route: str, path_to_doc: Mapping[str, str]) -> list[list]:
+    """``[[doc, score], ...]`` of one route's whole list, best first, a document at its best
+    hit (``score`` is the layer's own, ``null`` when it gave none): what offline fusion studies
+    need beyond ranks."""
+    out: dict[str, float | None] = {}
+    for h in hits:
+        ev = h.evidence.get(route)
+        score = getattr(ev, "score", None)
+        for p in h.paths:
+            d = path_to_doc.get(p)
+            if d is not None and d not in out:
+                out[d] = None if score is None or not math.isfinite(score) else round(float(score), 6)
+    return [[d, s] for d, s in out.items()]
