@@ -1,6 +1,6 @@
 """The ``sparse`` layer against ``bm25`` on judged BEIR sets, side by side in one run.
 
-Per set (``DIR:SPLIT``): the corpus is written as the harness writes it (``evals.data``), then,
+Per set (``DIR:SPLIT``): the corpus is written as the harness writes it (``lar_evals.data``), then,
 in a fresh state folder,
 
 1. **build**: ``bm25`` then ``sparse`` (the model loaded first, not timed), each timed alone:
@@ -11,9 +11,9 @@ in a fresh state folder,
    sparse interleaved (their order alternating query by query), ``--reps`` times, the sparse
    layer's query cache cleared before each of its searches (so its model pass is timed):
    medians, p90 and the median of the per-query ratio;
-4. **quality**: ``evals.evaluate_beir(routes=["bm25", "sparse"])`` on the same state (every
+4. **quality**: ``lar_evals.evaluate_beir(routes=["bm25", "sparse"])`` on the same state (every
    judged query unless ``--max-queries``): nDCG@10 and Recall@100, the paired test, and the route
-   lists (``route-lists.jsonl.gz``) for ``python -m evals fit``.
+   lists (``route-lists.jsonl.gz``) for ``lar eval fit``.
 
     python benchmarks/bench_sparse.py ../shared/benchmarks/scifact-train:train \\
         ../shared/benchmarks/cosqa-dev:dev ../shared/benchmarks/squad2-mini:test \\
@@ -100,8 +100,8 @@ def latency(eng, queries: list[str], reps: int) -> dict:
 
 def run_set(spec: str, args) -> dict:
     import lar
-    from evals.data import load_beir, materialise
-    from evals.run import evaluate_beir
+    from lar_evals.data import load_beir, materialise
+    from lar_evals.run import evaluate_beir
 
     directory, split = spec.rsplit(":", 1)
     data = load_beir(directory, split)

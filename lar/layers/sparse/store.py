@@ -5,9 +5,9 @@ One row per content hash in ``<layer dir>/units.sqlite`` (the same SQLite table 
 zlib-compressed binary record, checked when read:
 
 ``int64 [n_chunks, nnz]``, ``int64 spans (n, 2)``, ``int64 indptr (n + 1)``, ``int32 ids
-(nnz)``, ``float32 weights (nnz)`` (the chunks' vectors as CSR rows, ``lar.sparse.vectors.pack``).
+(nnz)``, ``float32 weights (nnz)`` (the chunks' vectors as CSR rows, ``lar.layers.sparse.vectors.pack``).
 
-Segments are built from these rows (``lar.sparse.segments``) without running the model again.
+Segments are built from these rows (``lar.layers.sparse.segments``) without running the model again.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..lexical.chunks import UnitStore
-from .vectors import SparseVec, pack, unpack
+from lar.layers.kits.lexical.chunks import UnitStore
+from lar.layers.sparse.vectors import SparseVec, pack, unpack
 
 __all__ = ["CorruptRecord", "SparseUnitStore", "decode_record", "encode_record"]
 

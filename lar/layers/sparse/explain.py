@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .vectors import SparseVec
+from lar.layers.sparse.vectors import SparseVec
 
 __all__ = ["TermMatch", "term_matches", "token_spans"]
 

@@ -1,10 +1,10 @@
 """Immutable sparse segments: an inverted index (term -> postings) over the chunks of some units.
 
-The segment design is bm25's (``lar.lexical.segments``): a folder built under a temporary name
+The segment design is bm25's (``lar.layers.kits.lexical.segments``): a folder built under a temporary name
 and renamed when complete, a header (``segment.json``) with the parameters and the size and
 CRC-32 of every file, a doc table (``docs.json``: unit hashes and ``[unit, start, end]`` per doc
 id), and ``SegmentStore``'s layout file naming the live main and delta segments; merges, deltas
-and tombstones are ``lar.lexical.index.SegmentedIndex``'s, unchanged.
+and tombstones are ``lar.layers.kits.lexical.index.SegmentedIndex``'s, unchanged.
 
 What differs is the index: the docs x vocabulary matrix of the chunks' weights in CSC form
 (scipy.sparse), stored as ``indptr.npy`` / ``indices.npy`` / ``data.npy`` and memory-mapped. The
@@ -24,9 +24,9 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..errors import require
-from ..lexical.segments import DOCS, HEADER, CorruptSegment, SegmentStore
-from .vectors import SparseVec, pack
+from lar.core.errors import require
+from lar.layers.kits.lexical.segments import DOCS, HEADER, CorruptSegment, SegmentStore
+from lar.layers.sparse.vectors import SparseVec, pack
 
 __all__ = ["SparseParams", "SparseSegment", "SparseSegmentStore"]
 
@@ -122,7 +122,7 @@ class SparseSegment:
     def search(self, q: SparseVec, k: int, allowed: set[str] | frozenset[str],
                weights: Any = None, moments=None) -> list[tuple[float, int]]:
         """Top ``k`` ``(score, doc id)`` with a positive score among the docs of ``allowed``
-        units; ``moments`` (``lar.background.ScoreMoments``) gets every allowed doc's score.
+        units; ``moments`` (``lar.core.background.ScoreMoments``) gets every allowed doc's score.
         ``weights`` is unused (the segmented index's global-IDF hook; dot products need none)."""
         if self.matrix is None or k < 1:
             return []

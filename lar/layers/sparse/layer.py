@@ -4,9 +4,9 @@ Each unit is chunked (the shared structural chunker, ``sparse_chunk_bytes``) and
 goes through the model once: its vector over the model's vocabulary is SPLADE's ``max over
 tokens of log(1 + relu(MLM logits))`` (BGE-M3: ``relu(sparse_linear(h))``, max per token id),
 pruned to its ``sparse_doc_terms`` largest weights. The chunks' vectors are stored per content
-hash (``lar.sparse.store``); immutable segments with an inverted index (term -> postings, CSC)
+hash (``lar.layers.sparse.store``); immutable segments with an inverted index (term -> postings, CSC)
 are built from them and managed exactly like bm25's (one main segment, deltas, tombstones,
-merges: ``lar.lexical.index.SegmentedIndex``). A query is encoded the same way (or, for an
+merges: ``lar.layers.kits.lexical.index.SegmentedIndex``). A query is encoded the same way (or, for an
 inference-free checkpoint that ships ``idf.json``, its own tokens weighted by that table) and
 scored exactly, ``sum_t q_t * d_t``, against every chunk of the scope.
 
@@ -31,11 +31,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..background import ScoreMoments
-from ..errors import ConfigError, LarError, QueryError
-from ..layer import Budget, Candidate, LayerContext, ScopeView, Unit
-from ..types import Hit, Span
-from .embedding_base import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer, ModelProblem
+from lar.core.background import ScoreMoments
+from lar.core.errors import ConfigError, LarError, QueryError
+from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
+from lar.core.types import Hit, Span
+from lar.layers.kits.embedding import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer, ModelProblem
 
 NOT_CONFIGURED = ("no sparse model configured: set config sparse_model to a local SPLADE-style "
                   "masked-LM checkpoint, a BGE-M3 folder with sparse_linear.pt, or 'splade-tiny' "
@@ -79,8 +79,8 @@ class SparseLayer(EmbeddingLayer):
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ConfigError(f"layer {cls.name!r}: {key} must be an integer >= {low}"
                                   f"{' or None' if none_ok else ''}, got {v!r}")
-        from ..sparse.encoder import QUERY_MODES
-        from ..sparse.models import KINDS
+        from lar.layers.sparse.encoder import QUERY_MODES
+        from lar.layers.sparse.models import KINDS
 
         if o["kind"] not in KINDS:
             raise ConfigError(f"layer {cls.name!r}: kind must be one of {', '.join(KINDS)}, got {o['kind']!r}")
@@ -97,7 +97,7 @@ class SparseLayer(EmbeddingLayer):
         self._model_id = "none"
         if self.options["model"] is not None:
             try:
-                from ..sparse.models import check_sparse_checkpoint, resolve_sparse_model
+                from lar.layers.sparse.models import check_sparse_checkpoint, resolve_sparse_model
 
                 self._ref = resolve_sparse_model(self.options["model"])
                 self._kind = check_sparse_checkpoint(self._ref, self.options["kind"])
@@ -148,7 +148,7 @@ class SparseLayer(EmbeddingLayer):
         self.fail_if_unusable()
         with self._init_lock:
             if self._encoder is None:
-                from ..sparse.models import load_sparse_encoder
+                from lar.layers.sparse.models import load_sparse_encoder
 
                 o = self.options
                 try:
@@ -167,8 +167,8 @@ class SparseLayer(EmbeddingLayer):
         """The segmented inverted index (created on first use: it needs the vocabulary size)."""
         with self._init_lock:
             if self._index is None:
-                from ..lexical.index import SegmentedIndex
-                from ..sparse.segments import SparseParams, SparseSegmentStore
+                from lar.layers.kits.lexical.index import SegmentedIndex
+                from lar.layers.sparse.segments import SparseParams, SparseSegmentStore
 
                 params = SparseParams(self.build_version, self._vocab_size())
                 self._index = SegmentedIndex(
@@ -178,7 +178,7 @@ class SparseLayer(EmbeddingLayer):
 
     def _vocab_size(self) -> int:
         """The vocabulary size from config.json (no model loaded)."""
-        from ..sparse.models import config_vocab_size
+        from lar.layers.sparse.models import config_vocab_size
 
         self.fail_if_unusable()
         return config_vocab_size(self._ref.path)
@@ -186,14 +186,14 @@ class SparseLayer(EmbeddingLayer):
     @property
     def units(self):
         if self._units is None:
-            from ..sparse.store import SparseUnitStore
+            from lar.layers.sparse.store import SparseUnitStore
 
             self._units = SparseUnitStore(self.dir / "units.sqlite")
         return self._units
 
     # -- building ---------------------------------------------------------------------------
     def index_unit(self, unit: Unit, doc) -> dict[str, Any]:
-        from ..vectors.shared import embedding_chunks
+        from lar.layers.kits.vectors.shared import embedding_chunks
 
         text = self.text_of(doc)
         spans = embedding_chunks(doc, int(self.options["chunk_bytes"]))
@@ -201,7 +201,7 @@ class SparseLayer(EmbeddingLayer):
         texts = [text[s:e].decode("utf-8", errors="replace") for s, e in spans]
         vecs = self.encoder().encode_texts(texts, int(self.options["doc_terms"])) if texts else []
         if not any(v.nnz for v in vecs):
-            from ..building import SkipUnit
+            from lar.core.building import SkipUnit
 
             raise SkipUnit("no terms: the model weighs no vocabulary term for this text")
         nbytes = self.units.put_vectors(unit.hash, self.build_version, spans, vecs)
@@ -307,10 +307,10 @@ class SparseLayer(EmbeddingLayer):
         return hits
 
     def _explain(self, text: str, q, results, texts, budget: Budget) -> list[tuple[dict, list]]:
-        """Per result, ``(details, sub-spans)``: the matching terms (``lar.sparse.explain``);
+        """Per result, ``(details, sub-spans)``: the matching terms (``lar.layers.sparse.explain``);
         the chunks are tokenised in one batch. At the deadline the rest go unexplained."""
-        from ..embed import decode_with_offsets
-        from ..sparse.explain import term_matches, token_spans
+        from lar.encoders import decode_with_offsets
+        from lar.layers.sparse.explain import term_matches, token_spans
 
         enc = self.encoder()
         stored = {(h, a, b): v for h, spans, vecs in self.units.get_many({r[1] for r in results},

@@ -6,15 +6,15 @@ text's weight for a token id is the maximum over its occurrences, as FlagEmbeddi
 must hold ``sparse_linear.pt`` (and ``colbert_linear.pt``: the adapter loads the whole model);
 without it FlagEmbedding would initialise the head at random, so it is refused
 (``ConfigError``) before anything is loaded. Queries: the model's weights (or the checkpoint's
-``idf.json``, see ``lar.sparse.encoder``).
+``idf.json``, see ``lar.layers.sparse.encoder``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..embed.models import ModelRef, set_offline_env
-from ..errors import ConfigError, require
-from .encoder import SparseEncoder, read_idf_table
+from lar.encoders.models import ModelRef, set_offline_env
+from lar.core.errors import ConfigError, require
+from lar.layers.sparse.encoder import SparseEncoder, read_idf_table
 
 __all__ = ["BGEM3SparseEncoder", "check_bge_m3_sparse"]
 
@@ -31,7 +31,7 @@ class BGEM3SparseEncoder(SparseEncoder):
                  max_tokens: int | None = None):
         super().__init__(query_mode)
         check_bge_m3_sparse(ref)
-        from ..embed.adapters import BGEM3Encoder
+        from lar.encoders.adapters import BGEM3Encoder
 
         self._m3 = BGEM3Encoder(ref, device=device, max_tokens=max_tokens)
         set_offline_env()
@@ -42,7 +42,7 @@ class BGEM3SparseEncoder(SparseEncoder):
         self._tok = tok
         self.max_tokens = int(self._m3.max_tokens)
         self._n_special = self.max_tokens - int(self._m3.window_tokens)
-        from .models import config_vocab_size
+        from lar.layers.sparse.models import config_vocab_size
 
         self.vocab_size = config_vocab_size(ref.path)  # the model's embedding rows
         self._unused = {int(t) for t in (tok.cls_token_id, tok.eos_token_id, tok.sep_token_id,
