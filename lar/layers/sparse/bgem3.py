@@ -14,7 +14,7 @@ import numpy as np
 
 from lar.encoders.models import ModelRef, set_offline_env
 from lar.core.errors import ConfigError, require
-from lar.layers.sparse.encoder import SparseEncoder, read_idf_table
+from lar.layers.sparse.encoder import SparseEncoder, config_vocab_size, read_idf_table
 
 __all__ = ["BGEM3SparseEncoder", "check_bge_m3_sparse"]
 
@@ -42,8 +42,6 @@ class BGEM3SparseEncoder(SparseEncoder):
         self._tok = tok
         self.max_tokens = int(self._m3.max_tokens)
         self._n_special = self.max_tokens - int(self._m3.window_tokens)
-        from lar.layers.sparse.models import config_vocab_size
-
         self.vocab_size = config_vocab_size(ref.path)  # the model's embedding rows
         self._unused = {int(t) for t in (tok.cls_token_id, tok.eos_token_id, tok.sep_token_id,
                                          tok.pad_token_id, tok.unk_token_id) if t is not None}

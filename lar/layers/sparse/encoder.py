@@ -36,7 +36,8 @@ from lar.encoders.models import ModelRef, set_offline_env
 from lar.core.errors import ConfigError, require
 from lar.layers.sparse.vectors import SparseVec, top_terms
 
-__all__ = ["QUERY_MODES", "SparseEncoder", "SpladeEncoder", "check_mlm_checkpoint", "read_idf_table"]
+__all__ = ["QUERY_MODES", "SparseEncoder", "SpladeEncoder", "check_mlm_checkpoint", "config_vocab_size",
+           "read_idf_table"]
 
 QUERY_MODES = ("auto", "model", "idf")
 IDF_FILE = "idf.json"
@@ -56,6 +57,17 @@ def check_mlm_checkpoint(path: Path) -> None:
             f"{path} is a {', '.join(map(str, archs))} checkpoint without a masked-LM head: "
             "transformers would initialise cls.predictions at random; give a SPLADE-style "
             "*ForMaskedLM checkpoint (or a BGE-M3 folder with sparse_linear.pt)")
+
+
+def config_vocab_size(path: Path) -> int:
+    """``vocab_size`` of the checkpoint's config.json: the width of every sparse vector."""
+    try:
+        v = json.loads((Path(path) / "config.json").read_text("utf-8"))["vocab_size"]
+    except (OSError, ValueError, KeyError, TypeError):
+        v = None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"{path}: config.json has no valid vocab_size")
+    return v
 
 
 def read_idf_table(path: Path, vocab: dict[str, int]) -> np.ndarray | None:

@@ -178,7 +178,7 @@ class SparseLayer(EmbeddingLayer):
 
     def _vocab_size(self) -> int:
         """The vocabulary size from config.json (no model loaded)."""
-        from lar.layers.sparse.models import config_vocab_size
+        from lar.layers.sparse.encoder import config_vocab_size
 
         self.fail_if_unusable()
         return config_vocab_size(self._ref.path)

@@ -9,14 +9,13 @@ package is never imported). Nothing is downloaded: a hub id is a ``ConfigError``
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 from pathlib import Path
 
 from lar.encoders.models import ModelRef, resolve_model
 from lar.core.errors import ConfigError, MissingExtraError
 from lar.layers.sparse.bgem3 import check_bge_m3_sparse
-from lar.layers.sparse.encoder import SparseEncoder, check_mlm_checkpoint
+from lar.layers.sparse.encoder import SparseEncoder, check_mlm_checkpoint, config_vocab_size
 
 __all__ = ["KINDS", "PACKAGED", "check_sparse_checkpoint", "config_vocab_size", "load_sparse_encoder",
            "packaged_splade_path", "resolve_sparse_model"]
@@ -46,17 +45,6 @@ def resolve_sparse_model(spec: str | os.PathLike) -> ModelRef:
     if spec is None or (isinstance(spec, str) and not spec.strip()):
         raise ConfigError("sparse_model is empty; give a local checkpoint folder or 'splade-tiny'")
     return resolve_model(spec)
-
-
-def config_vocab_size(path: Path) -> int:
-    """``vocab_size`` of the checkpoint's config.json: the width of every sparse vector."""
-    try:
-        v = json.loads((Path(path) / "config.json").read_text("utf-8"))["vocab_size"]
-    except (OSError, ValueError, KeyError, TypeError):
-        v = None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(f"{path}: config.json has no valid vocab_size")
-    return v
 
 
 def check_sparse_checkpoint(ref: ModelRef, kind: str = "auto") -> str:
