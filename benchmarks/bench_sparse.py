@@ -139,6 +139,10 @@ def run_set(spec: str, args) -> dict:
         res["latency"] = latency(eng, sample, args.reps)
     finally:
         eng.close()
+    res["load_avg"] = {"before": [round(x, 2) for x in load_before],
+                       "after": [round(x, 2) for x in os.getloadavg()]}
+    if args.skip_quality:
+        return res
     runs = Path(args.runs_root) / f"{data.name}-{split}" if args.runs_root else None
     ev = evaluate_beir(data, routes=["bm25", "sparse"], state_dir=state, config=config, k=100,
                        timebox=60.0, build_timebox=args.build_timebox, max_queries=args.max_queries,
@@ -150,8 +154,7 @@ def run_set(spec: str, args) -> dict:
     res["quality"]["tests"] = [t for t in s.get("comparisons", {}).get("significance", {}).get("tests", [])
                                if {t.get("a"), t.get("b")} == {"route:bm25", "route:sparse"}]
     res["runs_dir"] = str(runs) if runs else None
-    res["load_avg"] = {"before": [round(x, 2) for x in load_before],
-                       "after": [round(x, 2) for x in os.getloadavg()]}
+    res["load_avg"]["after_quality"] = [round(x, 2) for x in os.getloadavg()]
     return res
 
 
@@ -168,6 +171,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--build-timebox", type=float, default=7200.0)
     ap.add_argument("--reuse", action="store_true", help="keep an existing state folder")
+    ap.add_argument("--skip-quality", action="store_true", help="build and latency only")
     ap.add_argument("--torch-threads", type=int, default=None,
                     help="torch.set_num_threads (on a machine shared past its cores, 1 measured faster)")
     ap.add_argument("--out", required=True)
