@@ -23,7 +23,7 @@ def run_weight(args, w: float, out: Path) -> Path:
     done = out.parent / f"{out.stem}-runs" / "route-dense.trec"
     if args.reuse and done.is_file():
         return done
-    cmd = [sys.executable, "-m", "evals", "beir", args.dir, "--split", args.split, "--routes", "dense",
+    cmd = [sys.executable, "-m", "lar_evals", "beir", args.dir, "--split", args.split, "--routes", "dense",
            "--timebox", "30s", "--attribution-k", "100", "--fusion", "rrf", "--state", args.state,
            "--quiet", "--config", json.dumps({"freshness": 3600, "dense_hubness": w}),
            "--out", str(out.with_suffix(".json"))]

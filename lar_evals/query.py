@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
-from lar.fusion.policies import fuse
-from lar.fusion.grouping import group_hits, merged_hit, runs_for_fusion
-from lar.core.request import pool_size
+from lar.core.request import SearchRequest, pool_size
+from lar.fusion.pipeline import fuse_hits
 
 __all__ = ["docs_of_hits", "run_query", "scored_docs"]
 
@@ -37,14 +37,16 @@ def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fu
     (``fuzzy``, ``rerank``), which has no candidates when run alone, gets the scores it gave in
     the default search, whose generate routes supplied its pool."""
     pool = pool_size(k, "balanced")
-    per_layer, times, states, backgrounds = {}, {}, {}, {}
+    per_layer, times, states, backgrounds, route_runs, layer_lists = {}, {}, {}, {}, {}, {}
     for r in routes:
         t0 = time.perf_counter()
         res = eng.search(text, layers=[r], k=pool, timebox=timebox, scope=scope)
         times[f"route:{r}"] = time.perf_counter() - t0
         run = res.run(r)
+        route_runs[r] = run
         states[r] = run.state.value
         per_layer[r] = list(res.hits)
+        layer_lists[r] = res.layer_hits.get(r, ())[:pool]
         if (run.probe or {}).get("background") is not None:
             backgrounds[r] = run.probe["background"]
     rankings, top, pools = {}, {}, {}
@@ -55,22 +57,18 @@ def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fu
         rankings[f"route:{r}"] = docs_of_hits(paths, path_to_doc, k)
         top[f"route:{r}"] = docs_of_hits(paths, path_to_doc, attribution_k)
         pools[r] = docs_of_hits(paths, path_to_doc)
-    t0 = time.perf_counter()
-    fused_input = {r: per_layer[r] for r in order if per_layer.get(r)}
-    groups = group_hits(fused_input)
-    runs = runs_for_fusion(groups, fused_input)
-    by_key = {g.key: g for g in groups}
-    units = {g.key: g.span.hash for g in groups}  # adaptive fuses by unit, as the engine does
-    shared = time.perf_counter() - t0
+    # the engine's own fusion pipeline over each route's list as a search with every route would
+    # receive it (its first `pool` hits), with the engine's settings and each route's run (partial
+    # guard, backgrounds): offline figures are what eng.search gives on the same lists
+    fused_input = {r: layer_lists[r] for r in order if layer_lists.get(r)}
     for policy in fusion:
         t0 = time.perf_counter()
-        items = fuse(policy, runs, k=k, c=rrf_c, units=units) if groups else []
-        paths = [merged_hit(by_key[it.key], dict(it.ranks)).paths for it in items]
-        times[f"fusion:{policy}"] = shared + time.perf_counter() - t0
-        rankings[f"fusion:{policy}"] = docs_of_hits(paths, path_to_doc)
-        short = fuse(policy, runs, k=attribution_k, c=rrf_c, units=units) if groups else []
-        top[f"fusion:{policy}"] = docs_of_hits([merged_hit(by_key[it.key]).paths for it in short],
-                                               path_to_doc)
+        settings = eng.fusion_settings(SearchRequest(text, k=k, rrf_c=rrf_c, fusion=policy))
+        fused = eng.enrich(fuse_hits(fused_input, settings, route_runs).hits, scope)
+        times[f"fusion:{policy}"] = time.perf_counter() - t0
+        rankings[f"fusion:{policy}"] = docs_of_hits([h.paths for h in fused], path_to_doc)
+        short = eng.enrich(fuse_hits(fused_input, replace(settings, k=attribution_k), route_runs).hits, scope)
+        top[f"fusion:{policy}"] = docs_of_hits([h.paths for h in short], path_to_doc)
     t0 = time.perf_counter()
     res = eng.search(text, layers=list(routes), k=k, timebox=timebox, scope=scope)
     times["default"] = time.perf_counter() - t0

@@ -97,16 +97,6 @@ def resolve_routes(eng, routes: Sequence[str] | str | None) -> list[str]:
     return [n for n in known if n in routes]
 
 
-def fusion_order(eng, routes: Sequence[str]) -> list[str]:
-    """The order in which the orchestrator hands layers to fusion: generate layers by cost, then
-    refine layers by cost (a stable sort of the engine's layer order)."""
-    def key(n: str):
-        layer = eng.layers[n]
-        return (0 if "generate" in layer.roles else 1, getattr(layer, "cost_rank", 50))
-
-    return sorted(routes, key=key)
-
-
 def select_queries(data: BeirData, max_queries: int | None, seed: int) -> list[str]:
     """Scored queries in file order; ``max_queries`` draws a seeded random sample of them."""
     qids = data.scored_queries()
@@ -206,7 +196,7 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
     eng = lar.open(root, state=state_dir, config={"call_log": False, **dict(config or {})})
     try:
         routes = resolve_routes(eng, routes)
-        order = fusion_order(eng, routes)
+        order = eng.layer_order(routes)  # the orchestrator's order: fusion reads lists in it
         build_s, build_reports = build_layers(eng, routes, build_timebox)
         status = {ls.name: ls for ls in eng.status(scope).layers}
         coverage = {r: round(status[r].coverage, 4) for r in routes}
@@ -324,5 +314,5 @@ run_beir.__signature__ = inspect.signature(evaluate_beir).replace(  # type: igno
 
 
 __all__ = ["DEFAULT_FUSION", "DEFAULT_METRICS", "SCHEMA_VERSION", "BeirEvaluation", "build_layers",
-           "check_policies", "docs_of_hits", "evaluate_beir", "fusion_order", "latency",
+           "check_policies", "docs_of_hits", "evaluate_beir", "latency",
            "resolve_routes", "run_beir", "run_query", "select_queries"]

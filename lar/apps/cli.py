@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any, Sequence
 
-from lar.apps.cli_args import csv_list, duration, query_arg
+from lar.apps.cli_args import add_search_arguments, csv_list, duration, query_arg, request_from_args
 from lar.core.errors import LarError
 
 COMMANDS_GROUP = "lar.commands"
@@ -29,17 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("status", parents=[common], help="layers, coverage, skipped files")
     s = sub.add_parser("search", parents=[common], help="search under a timebox")
     s.add_argument("query", type=query_arg, help="text, or a JSON mapping {layer: query}")
-    s.add_argument("--timebox", type=duration, default=0.5, help="e.g. 200ms, 1s (default 500ms)")
-    s.add_argument("--k", type=int, default=20)
-    s.add_argument("--tokens", type=int, default=None, help="also bound the result's size in tokens")
-    s.add_argument("--layers", type=csv_list, default=None, help="comma-separated layer names")
-    s.add_argument("--exclude", type=csv_list, default=None, help="comma-separated layer names")
-    s.add_argument("--scope", action="append", default=None, help="glob to include (repeatable)")
-    s.add_argument("--fusion", default=None,
-                   help="route-unique | rrf | combsum | combmnz | pvalue | adaptive (default: the engine's)")
-    s.add_argument("--rrf-c", type=float, default=60.0)
-    s.add_argument("--emphasis", default="balanced", choices=["precision", "balanced", "recall"])
-    s.add_argument("--strict", action="store_true", help="fail if any layer fails")
+    add_search_arguments(s)
     s.add_argument("--full", action="store_true", help="with --json: evidence per layer too")
     f = sub.add_parser("fetch", parents=[common], help="full text of a hit id")
     f.add_argument("id")
@@ -192,10 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif args.cmd == "status":
                 _print(eng.status(), args.json)
             elif args.cmd == "search":
-                res = eng.search(args.query, timebox=args.timebox, k=args.k, emphasis=args.emphasis,
-                                 layers=args.layers, exclude=args.exclude, scope=args.scope,
-                                 fusion=args.fusion, rrf_c=args.rrf_c, strict=args.strict,
-                                 tokens=args.tokens)
+                res = eng.search(request_from_args(args.query, args))
                 if args.json:
                     print(res.to_json(full=args.full, indent=2))
                 else:

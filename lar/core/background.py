@@ -8,7 +8,7 @@ unit in this space", the scale on which a plain weighted sum of spaces works bes
 by 0.5 to 0.9 nDCG@10 points on SciFact). A top list alone cannot give this: its scores are the
 upper tail, whose spread says little about how far the tail stands above the bulk.
 
-The layer reports it in ``budget.notes["background"]`` (``ScoreBackground.to_dict()``); the
+The layer reports it with ``budget.set_background(...)`` (:class:`lar.core.layer.Budget`); the
 orchestrator hands it to fusion (norm ``"bgz"``) and shows it on the run's probe. Accumulating
 costs two sums per scored block.
 """

@@ -10,8 +10,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
+from lar.core.background import ScoreBackground
 from lar.core.scope import Scope
 from lar.core.types import Hit, LayerStatus, Span
 
@@ -38,26 +40,60 @@ class Candidate:
     path: str | None = None
 
 
-class Budget:
-    """A layer's share of the caller's timebox, plus the channel it reports progress on.
+@dataclass(frozen=True)
+class LayerReport:
+    """What a layer said about one run, besides its hits (the typed form of what it reported on
+    its :class:`Budget`). The orchestrator carries all of it into the run's
+    :class:`~lar.core.types.LayerRun`: ``partial`` makes the run ``aborted`` with ``truncated``
+    (why it stopped early) and the ``warnings`` in its reason; ``notes`` and ``details`` (e.g. a
+    pattern's per-language errors) go to ``run.notes`` / ``run.details``; ``probe`` (the layer's
+    own probe features, e.g. hubness) and ``background`` (the moments of every score it computed,
+    :mod:`lar.core.background`) to ``run.probe``."""
 
-    Layers check ``expired()`` between units of work and return what they have; they may call
-    ``set_coverage`` so the report says how much of the scope they processed.
+    partial: bool = False
+    truncated: str = ""
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    probe: Mapping[str, Any] = field(default_factory=dict)
+    background: ScoreBackground | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "warnings", tuple(self.warnings))
+        object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(self, "probe", MappingProxyType(dict(self.probe)))
+        object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
+
+    def reason(self) -> str:
+        """The run's reason text: why it stopped early (when partial), then the warnings."""
+        parts = list(self.warnings)
+        if self.partial:
+            parts.insert(0, self.truncated or "timebox ended; returned partial results")
+        return "; ".join(x for x in parts if x)
+
+
+class Budget:
+    """A layer's share of the caller's timebox, plus the channel it reports on.
+
+    Layers check ``expired()`` between units of work and return what they have; they call
+    ``set_coverage`` so the report says how much of the scope they processed, ``mark_partial``
+    when they stopped early, ``warn`` / ``note`` / ``detail`` / ``set_probe`` /
+    ``set_background`` for the rest of what they know (:class:`LayerReport`), and ``offer``
+    with the hits found so far, which the orchestrator keeps if it has to cancel them.
     """
 
-    def __init__(self, deadline: float, *, pool: int = 100, cancel: threading.Event | None = None):
+    def __init__(self, deadline: float, *, pool: int = 100):
         self.deadline = deadline
         self.pool = pool
-        self.cancel = cancel or threading.Event()
         self.coverage: float | None = None
-        self.notes: dict[str, Any] = {}
-        self.first_hit_at: float | None = None
         self.offered: list[Hit] = []
-
-    def offer(self, hits: list[Hit]) -> None:
-        """Publish the hits found so far: if the layer is cancelled at the deadline, the
-        orchestrator keeps these instead of nothing (anytime behaviour for long scans)."""
-        self.offered = list(hits)
+        self._partial = False
+        self._truncated = ""
+        self._warnings: list[str] = []
+        self._notes: list[str] = []
+        self._probe: dict[str, Any] = {}
+        self._background: ScoreBackground | None = None
+        self._details: dict[str, Any] = {}
 
     @classmethod
     def seconds(cls, seconds: float, **kw) -> "Budget":
@@ -67,10 +103,53 @@ class Budget:
         return max(0.0, self.deadline - time.monotonic())
 
     def expired(self) -> bool:
-        return self.cancel.is_set() or time.monotonic() >= self.deadline
+        return time.monotonic() >= self.deadline
+
+    # -- reporting ------------------------------------------------------------------------------
+    def offer(self, hits: list[Hit]) -> None:
+        """Publish the hits found so far: if the layer is cancelled at the deadline, the
+        orchestrator keeps these instead of nothing (anytime behaviour for long scans)."""
+        self.offered = list(hits)
 
     def set_coverage(self, fraction: float) -> None:
         self.coverage = min(1.0, max(0.0, float(fraction)))
+
+    def mark_partial(self, why: str = "") -> None:
+        """The layer stopped before it had looked at everything (``why``: what it got through)."""
+        self._partial = True
+        if why:
+            self._truncated = why
+
+    @property
+    def partial(self) -> bool:
+        return self._partial
+
+    def warn(self, text: str) -> None:
+        """Something the caller should know about this run (e.g. corrupt artefacts dropped)."""
+        self._warnings.append(str(text))
+
+    def note(self, text: str) -> None:
+        """Information about this run that is not a warning (e.g. units still being indexed)."""
+        self._notes.append(str(text))
+
+    def detail(self, key: str, value: Any) -> None:
+        """A structured, layer-specific fact about this run (JSON-able)."""
+        self._details[str(key)] = value
+
+    def set_probe(self, **features: Any) -> None:
+        """The layer's own probe features for this query (e.g. the hubness of its hits)."""
+        self._probe.update(features)
+
+    def set_background(self, background: ScoreBackground | None) -> None:
+        """The moments of every score the layer computed for this query (a whole scan; fusion
+        uses it only from :data:`lar.core.background.MIN_BACKGROUND` scores on)."""
+        if background is not None and not isinstance(background, ScoreBackground):
+            raise TypeError(f"set_background takes a ScoreBackground or None, got {type(background).__name__}")
+        self._background = background
+
+    def report(self) -> LayerReport:
+        return LayerReport(self._partial, self._truncated, tuple(self._warnings), tuple(self._notes),
+                           self._probe, self._background, self._details)
 
 
 class ScopeView:
@@ -119,6 +198,10 @@ class LayerContext:
 
 @runtime_checkable
 class Layer(Protocol):
+    """The contract (seed section 5.4): what every layer has. The optional parts, with their
+    defaults, are the attributes and methods of :class:`BaseLayer`; a layer that implements only
+    these members is used with those defaults (the engine wraps it, :class:`ProtocolLayer`)."""
+
     name: str
     version: str
     roles: frozenset[str]
@@ -136,7 +219,15 @@ class Layer(Protocol):
 
 class BaseLayer:
     """Defaults for the optional parts of the protocol. Subclasses set the class attributes and
-    implement ``search``; always-current layers need no ``build``."""
+    implement ``search``; always-current layers need no ``build``.
+
+    Optional parts (each with the default below): ``origin``, ``granularity``,
+    ``query_format``, ``cost`` (status text); ``cost_rank`` (lower runs first, and builds
+    first); ``always_current`` (reads files as they are now; False: built lazily);
+    ``early_candidates`` (a scanning layer that wants the cheap layers' candidates first);
+    ``default_query(text)``; ``why_not(scope)``; ``has_built()``; ``warm()``;
+    ``context_for(hash, span, path)``; ``pending(units)``; the class methods
+    ``config_keys()``, ``default_variants()`` and ``variant(name, options)``."""
 
     name: str = ""
     version: str = "1"
@@ -147,12 +238,43 @@ class BaseLayer:
     cost: str = "cheap"
     cost_rank: int = 50  # lower runs first
     always_current: bool = True
+    early_candidates: bool = False
 
     def __init__(self, ctx: LayerContext):
         self.ctx = ctx
 
+    # -- the configuration a layer reads ------------------------------------------------------
+    @classmethod
+    def config_keys(cls) -> frozenset[str] | None:
+        """The engine config keys this layer reads (``<name>_<option>``); None: every key that
+        starts with ``<name>_`` (the engine refuses other unknown keys at open)."""
+        return None
+
+    @classmethod
+    def default_variants(cls) -> dict[str, dict[str, Any]]:
+        """Separately named variants every engine gets unless configured away:
+        ``{name: {"base": cls.name, **options}}`` (e.g. ``dense-e5``)."""
+        return {}
+
+    @classmethod
+    def can_vary(cls) -> bool:
+        """Whether :meth:`variant` makes separately named layers of this one."""
+        return cls.variant.__func__ is not BaseLayer.variant.__func__  # type: ignore[attr-defined]
+
+    @classmethod
+    def variant(cls, name: str, options: dict[str, Any]) -> type:
+        """A separately named layer class with other options (layers that support it)."""
+        from lar.core.errors import ConfigError
+
+        raise ConfigError(f"layer {cls.name!r} has no variants")
+
+    # -- the protocol, with defaults ----------------------------------------------------------
     def applies(self, scope: ScopeView) -> bool:
         return True
+
+    def why_not(self, scope: ScopeView) -> str | None:
+        """Why the layer does not apply to ``scope`` (None: the generic reason)."""
+        return None
 
     def coverage(self, scope: ScopeView) -> float:
         return 1.0 if self.always_current else 0.0
@@ -174,11 +296,78 @@ class BaseLayer:
         )
 
     def default_query(self, query: str) -> Any:
-        """How this layer reads a plain string query (its advertised default form)."""
+        """How this layer reads a plain string query (its advertised default form); None: plain
+        text is not this layer's query form (the layer is skipped with that reason)."""
         return query
+
+    def has_built(self) -> bool:
+        """Whether the layer has built anything (cheap): an empty index needs no change detection."""
+        return True
+
+    def warm(self) -> None:
+        """Load what a first search would otherwise load inside its timebox (models)."""
+
+    def context_for(self, h: str, span: Span, path: str | None) -> Mapping[str, Any] | None:
+        """Match-time metadata this layer adds to any hit on ``span`` (e.g. its enclosing symbol)."""
+        return None
+
+    def pending(self, units: Sequence[Unit]) -> list[Unit]:
+        """Of ``units``, those the layer has still to build (always-current layers: none)."""
+        return []
 
     async def search(self, query, scope, budget, candidates=None) -> list[Hit]:  # pragma: no cover
         raise NotImplementedError
 
     async def build(self, units: Sequence[Unit], cancel: threading.Event) -> None:
         return None
+
+
+#: the optional parts a protocol-only layer may lack, taken from :class:`BaseLayer`
+OPTIONAL_HOOKS: tuple[str, ...] = (
+    "origin", "granularity", "query_format", "cost", "cost_rank", "always_current",
+    "early_candidates", "why_not", "default_query", "has_built", "warm", "context_for", "pending",
+)
+
+
+class ProtocolLayer(BaseLayer):
+    """A layer that implements only the protocol, with :class:`BaseLayer`'s defaults for the
+    rest: the engine wraps such layers in this, so it can use every optional part directly.
+    Whatever optional part the layer does have is its own; any other attribute is forwarded."""
+
+    def __init__(self, inner: Any, ctx: LayerContext):
+        super().__init__(ctx)
+        self.inner = inner
+        self.name, self.version, self.roles = inner.name, inner.version, frozenset(inner.roles)
+        for hook in OPTIONAL_HOOKS:
+            if hasattr(inner, hook):
+                setattr(self, hook, getattr(inner, hook))
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def applies(self, scope: ScopeView) -> bool:
+        return self.inner.applies(scope)
+
+    def status(self, scope: ScopeView) -> LayerStatus:
+        return self.inner.status(scope)
+
+    async def search(self, query, scope, budget, candidates=None) -> list[Hit]:
+        return await self.inner.search(query, scope, budget, candidates)
+
+    async def build(self, units: Sequence[Unit], cancel: threading.Event) -> None:
+        await self.inner.build(units, cancel)
+
+
+
+def implements(layer: BaseLayer, hook: str) -> bool:
+    """Whether ``layer`` has its own ``hook`` rather than :class:`BaseLayer`'s default."""
+    if isinstance(layer, ProtocolLayer):
+        return hasattr(layer.inner, hook)
+    return getattr(type(layer), hook, None) is not getattr(BaseLayer, hook, None)
+
+
+def as_layer(obj: Any, ctx: LayerContext) -> BaseLayer:
+    """``obj`` itself when it is a :class:`BaseLayer`, else wrapped in :class:`ProtocolLayer`."""
+    return obj if isinstance(obj, BaseLayer) else ProtocolLayer(obj, ctx)

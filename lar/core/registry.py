@@ -11,7 +11,7 @@ import threading
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
-from lar.core.errors import RegistrationError, UnknownLayerError
+from lar.core.errors import RegistrationError
 from lar.core.types import ROLES
 
 ENTRY_POINT_GROUP = "lar.layers"
@@ -106,10 +106,3 @@ def registered_layers() -> dict[str, Callable[..., Any]]:
     _ensure_loaded()
     with _lock:
         return dict(_registry)
-
-
-def get_layer_factory(name: str) -> Callable[..., Any]:
-    layers = registered_layers()
-    if name not in layers:
-        raise UnknownLayerError(name, list(layers))
-    return layers[name]

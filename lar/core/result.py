@@ -6,7 +6,8 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 from lar.core.types import Hit, LayerRun, LayerStatus, RunState
 
@@ -39,10 +40,15 @@ class Result:
     emphasis: str
     first_result: float | None = None  # seconds from call start to the first layer's hits
     pool: dict[str, int] = field(default_factory=dict)
+    # each layer's own best-first list as fusion received it (hits carrying that layer's signal
+    # only; not in the JSON form): what an offline study re-fuses, lar.fusion.pipeline.fuse_hits
+    layer_hits: Mapping[str, tuple[Hit, ...]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hits", tuple(self.hits))
         object.__setattr__(self, "runs", tuple(self.runs))
+        object.__setattr__(self, "layer_hits", MappingProxyType(
+            {name: tuple(hits) for name, hits in self.layer_hits.items()}))
 
     def __len__(self) -> int:
         return len(self.hits)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -177,10 +177,6 @@ class Hit:
         ev = Evidence(layer, rank, float(score), score_kind, query, tuple(sub_spans), details or {})
         return cls(span=span, signals=(layer,), evidence={layer: ev}, excerpt=excerpt)
 
-    def with_rank(self, layer: str, rank: int) -> "Hit":
-        ev = replace(self.evidence[layer], rank=rank)
-        return replace(self, evidence={**self.evidence, layer: ev})
-
     def to_compact(self) -> dict[str, Any]:
         """The compact JSON an agent sees; the rest comes with ``fetch``."""
         return {
@@ -272,9 +268,14 @@ class LayerRun:
     # label-free signal strength of this layer's list for this query (lar.fusion.probe) and the weight
     # the adaptive fusion gave it; None when the layer found nothing or was not probed
     probe: Mapping[str, Any] | None = None
+    # what else the layer reported for this run (lar.core.layer.LayerReport): free-text notes and
+    # structured, layer-specific details
+    notes: tuple[str, ...] = ()
+    details: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", RunState(self.state))
+        object.__setattr__(self, "notes", tuple(self.notes))
         if self.contributions < 0 or self.elapsed < 0:
             raise ConfigError("LayerRun.contributions and elapsed must be >= 0")
         if self.coverage is not None and not 0.0 <= self.coverage <= 1.0:
@@ -293,4 +294,6 @@ class LayerRun:
             "coverage": None if self.coverage is None else round(self.coverage, 4),
             "role": self.role,
             **({"probe": dict(self.probe)} if probe and self.probe is not None else {}),
+            **({"notes": list(self.notes)} if self.notes else {}),
+            **({"details": dict(self.details)} if self.details else {}),
         }

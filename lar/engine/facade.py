@@ -18,12 +18,15 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from lar.core.errors import (ConfigError, HitNotFoundError, LarError, ScopeError, StaleSpanError,
                      UnknownLayerError)
-from lar.core.layer import LayerContext, ScopeView, Unit
+from lar.core.layer import BaseLayer, LayerContext, ScopeView, Unit, as_layer, implements
+from lar.core.config import EngineConfig
+from lar.core.request import DEFAULT_K, DEFAULT_RRF_C, DEFAULT_TIMEBOX, SearchRequest, as_request
+from lar.fusion.pipeline import FusionSettings
 from lar.fusion.policies import DEFAULT_POLICY
 from lar.engine.excerpts import EXCERPT_CHARS, make_excerpt, within_tokens
 from lar.engine.loop import LoopThread
-from lar.engine.orchestrator import orchestrate
-from lar.engine.variants import layer_variants
+from lar.engine.orchestrator import orchestrate, run_order
+from lar.engine.variants import declared_keys, layer_variants
 from lar.record.recording import Recording, search_params, seconds
 from lar.core.registry import registered_layers
 from lar.core.result import Fetched, InventoryItem, Result, Status
@@ -63,6 +66,12 @@ class Engine(Recording):
         root_path = Path(root).expanduser()
         if not root_path.is_dir():
             raise ScopeError(f"{str(root)!r} is not a folder; give lar.open() a directory to search")
+        if config is not None and not isinstance(config, Mapping):
+            raise ConfigError(f"config must be a mapping of settings, got {type(config).__name__}")
+        # the configuration is checked before anything is written: a bad one loses nothing
+        factories = dict(registered_layers())
+        factories.update(layer_variants(config or {}, factories))
+        self.config = EngineConfig.read(config, {n: declared_keys(f) for n, f in factories.items()})
         self.root = root_path.resolve()
         self.state_dir = Path(state).expanduser().resolve() if state else default_state_dir(self.root)
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -78,7 +87,6 @@ class Engine(Recording):
         except ValueError:
             pass
         self.scanner = Scanner(self.root, self.index, max_bytes=self.max_bytes, exclude=excludes)
-        self.config = dict(config or {})
         self._changed: list[str] = []  # queue of paths for building layers (lazy build)
         self.recent_fetches: list[str] = []  # hashes fetched, for build priority
         self._units_cache: tuple[int, list[Unit]] | None = None
@@ -89,13 +97,10 @@ class Engine(Recording):
         self._bg = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-bg")
         self._loop: LoopThread | None = None
         self.ctx = LayerContext(root=self.root, state_dir=self.state_dir, index=self.index,
-                                reader=self.reader, config=self.config, detect=self._detect,
+                                reader=self.reader, config=dict(self.config.raw), detect=self._detect,
                                 max_bytes=self.max_bytes, extractor_versions=versions_fingerprint())
-        self.layers: dict[str, Any] = {}
-        factories = dict(registered_layers())
-        factories.update(layer_variants(self.config, factories))
-        for name, factory in sorted(factories.items()):
-            self.layers[name] = factory(self.ctx)
+        self.layers: dict[str, BaseLayer] = {
+            name: as_layer(factory(self.ctx), self.ctx) for name, factory in sorted(factories.items())}
         from lar.engine.scheduler import Builder
 
         self.builder = Builder(self)
@@ -103,7 +108,7 @@ class Engine(Recording):
         self.idle.set()
         self._active = 0
         self._active_lock = threading.Lock()
-        self.freshness = float(self.config.get("freshness", 0.0))
+        self.freshness = self.config.freshness
         self._init_recording(trace, session)
         if scan:
             self.index_now(initial=True)
@@ -148,25 +153,6 @@ class Engine(Recording):
         if paths:
             with self._changed_lock:
                 self._changed.extend(paths)
-
-    def _partial_guard(self) -> bool:
-        """config ``fusion_partial``: ``"guard"`` (default: a run over part of the scope, cut
-        short by the timebox or answering from a partly built index, weighs by how much of the
-        complete lists it scored, :func:`lar.fusion.adaptive.partial_factors`) or ``"keep"`` (it weighs
-        like a complete one)."""
-        mode = self.config.get("fusion_partial", "guard")
-        if mode not in ("guard", "keep"):
-            raise ConfigError(f"config 'fusion_partial' must be 'guard' or 'keep', got {mode!r}")
-        return mode == "guard"
-
-    def _fuse_by_unit(self) -> bool:
-        """config ``fusion_units``: ``"unit"`` (default: ``adaptive`` fuses each layer's evidence
-        per unit, so a unit found at different places by different layers gets it combined, as
-        the packaged model was fitted) or ``"span"`` (per place, as the other policies do)."""
-        mode = self.config.get("fusion_units", "unit")
-        if mode not in ("unit", "span"):
-            raise ConfigError(f"config 'fusion_units' must be 'unit' or 'span', got {mode!r}")
-        return mode == "unit"
 
     def _maybe_rescan(self) -> None:
         stale = time.monotonic() - self._last_scan_at > self.refresh_interval
@@ -233,7 +219,7 @@ class Engine(Recording):
         does not spend its timebox loading them. Returns {layer: "ok" or the reason it failed}."""
         out = {}
         for name, layer in self.layers.items():
-            if hasattr(layer, "warm") and (layers is None or name in layers):
+            if implements(layer, "warm") and (layers is None or name in layers):
                 try:
                     layer.warm()
                     out[name] = "ok"
@@ -241,54 +227,53 @@ class Engine(Recording):
                     out[name] = str(exc)
         return out
 
-    def search(self, query: Any, timebox: Any = 0.5, k: int = 20, emphasis: str = "balanced",
-               layers: Sequence[str] | None = None, exclude: Sequence[str] | None = None,
-               scope: Any = None, fusion: str | None = None, rrf_c: float = 60.0,
-               strict: bool = False, tokens: int | None = None) -> Result:
+    def search(self, query: Any, timebox: Any = DEFAULT_TIMEBOX, k: int = DEFAULT_K,
+               emphasis: str = "balanced", layers: Sequence[str] | None = None,
+               exclude: Sequence[str] | None = None, scope: Any = None, fusion: str | None = None,
+               rrf_c: float = DEFAULT_RRF_C, strict: bool = False, tokens: int | None = None) -> Result:
         """Run the layers under ``timebox`` (seconds or '200ms') and fuse what they found.
         ``k`` bounds the number of hits; ``tokens`` (optional) also bounds the compact result's
-        estimated size in tokens (~4 characters each)."""
+        estimated size in tokens (~4 characters each). ``query`` may also be a
+        :class:`lar.core.request.SearchRequest` (then give no other argument)."""
         if self._loop is None:
             self._loop = LoopThread()
-        args = (query, timebox, k, emphasis, layers, exclude, scope, fusion, rrf_c, strict, tokens)
-        return self._recorded("search", search_params(*args),
-                              lambda: self._loop.run(self._asearch(*args)))
+        given = dict(query=query, timebox=timebox, k=k, emphasis=emphasis, layers=layers,
+                     exclude=exclude, scope=scope, fusion=fusion, rrf_c=rrf_c, strict=strict,
+                     tokens=tokens)
+        return self._recorded("search", search_params(given),
+                              lambda: self._loop.run(self._asearch(as_request(given))))
 
-    async def asearch(self, query: Any, timebox: Any = 0.5, k: int = 20, emphasis: str = "balanced",
-                      layers: Sequence[str] | None = None, exclude: Sequence[str] | None = None,
-                      scope: Any = None, fusion: str | None = None, rrf_c: float = 60.0,
-                      strict: bool = False, tokens: int | None = None) -> Result:
-        args = (query, timebox, k, emphasis, layers, exclude, scope, fusion, rrf_c, strict, tokens)
-        return await self._arecorded("search", search_params(*args), lambda: self._asearch(*args))
+    async def asearch(self, query: Any, timebox: Any = DEFAULT_TIMEBOX, k: int = DEFAULT_K,
+                      emphasis: str = "balanced", layers: Sequence[str] | None = None,
+                      exclude: Sequence[str] | None = None, scope: Any = None,
+                      fusion: str | None = None, rrf_c: float = DEFAULT_RRF_C, strict: bool = False,
+                      tokens: int | None = None) -> Result:
+        given = dict(query=query, timebox=timebox, k=k, emphasis=emphasis, layers=layers,
+                     exclude=exclude, scope=scope, fusion=fusion, rrf_c=rrf_c, strict=strict,
+                     tokens=tokens)
+        return await self._arecorded("search", search_params(given),
+                                     lambda: self._asearch(as_request(given)))
 
-    async def _asearch(self, query: Any, timebox: Any, k: int, emphasis: str,
-                       layers: Sequence[str] | None, exclude: Sequence[str] | None, scope: Any,
-                       fusion: str, rrf_c: float, strict: bool, tokens: int | None) -> Result:
+    def fusion_settings(self, request: SearchRequest) -> FusionSettings:
+        """How ``request`` is fused: its policy (or the engine's default) with the engine's
+        fusion configuration (model, partial guard, fusion by unit)."""
+        return FusionSettings(request.fusion or self.config.fusion or DEFAULT_POLICY, k=request.k,
+                              c=request.rrf_c, model=self.config.fusion_model,
+                              partial_guard=self.config.partial_guard, by_unit=self.config.by_unit)
+
+    def layer_order(self, names: Sequence[str]) -> list[str]:
+        """``names`` in the order the orchestrator runs and fuses them (generate layers by
+        cost, then refine layers by cost)."""
+        return [n for n, _ in run_order([(n, self.layers[n]) for n in names])]
+
+    async def _asearch(self, request: SearchRequest) -> Result:
         t_call = time.monotonic()
-        if fusion is None:
-            fusion = self.config.get("fusion") or DEFAULT_POLICY
-        tb = parse_duration(timebox)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ConfigError(f"k must be a positive integer, got {k!r}")
-        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
-            raise ConfigError(f"tokens must be a positive integer or None, got {tokens!r}")
-        if isinstance(query, str):
-            if not query.strip():
-                raise ConfigError("the query is empty; give text, or a mapping {layer: query}")
-        elif isinstance(query, Mapping):
-            if not query:
-                raise ConfigError("the query mapping is empty; name at least one layer")
-        else:
-            raise ConfigError(f"a query is a string or a mapping {{layer: query}}, got {type(query).__name__}")
-        if isinstance(layers, str):
-            layers = [x for x in layers.split(",") if x]
-        if isinstance(exclude, str):
-            exclude = [x for x in exclude.split(",") if x]
-        chosen, skipped = self._select(query, layers, exclude)
-        view = self.scope_view(scope)
+        settings = self.fusion_settings(request)
+        chosen, skipped = self._select(request.query, request.layers, request.exclude)
+        view = self.scope_view(request.scope)
+        tb = request.timebox
         # shared change detection is needed only by building layers that have built something
-        building = [n for n, l in chosen if not getattr(l, "always_current", True)
-                    and getattr(l, "has_built", lambda: True)()]
+        building = [n for n, l in chosen if not l.always_current and l.has_built()]
         if not building:
             self._maybe_rescan()
         prepare = None
@@ -299,29 +284,26 @@ class Engine(Recording):
             self._active += 1
             self.idle.clear()
         try:
-            out = await orchestrate(query, chosen, view, timebox=tb - (time.monotonic() - t_call),
-                                    k=k, emphasis=emphasis, fusion=fusion, rrf_c=rrf_c,
-                                    strict=strict, skipped=skipped, prepare=prepare,
-                                    fusion_model=self.config.get("fusion_model"),
-                                    partial_guard=self._partial_guard(), by_unit=self._fuse_by_unit())
+            out = await orchestrate(request, chosen, view, timebox=tb - (time.monotonic() - t_call),
+                                    settings=settings, skipped=skipped, prepare=prepare)
         finally:
             with self._active_lock:
                 self._active -= 1
                 if self._active == 0:
                     self.idle.set()
-        self.builder.note_request(out.get("candidates", []))
-        hits = [self._enrich(h, view.scope) for h in out["hits"]]
-        hits = [h for h in hits if h is not None]
-        if tokens is not None:
-            hits = within_tokens(hits, tokens)
+        self.builder.note_request(out.candidates)
+        hits = self.enrich(out.hits, view.scope)
+        if request.tokens is not None:
+            hits = within_tokens(hits, request.tokens)
         elapsed = time.monotonic() - t_call
         if hits:
             self._bg.submit(self._after_search, [h.hash for h in hits])
-        return Result(query=query, hits=tuple(hits), runs=tuple(out["runs"]), timebox=tb,
-                      elapsed=elapsed, k=k, fusion=fusion, emphasis=emphasis,
-                      first_result=(out["first_result"] + (out["started"] - t_call))
-                      if out["first_result"] is not None else None,
-                      pool=out["pool"])
+        query = dict(request.query) if isinstance(request.query, Mapping) else request.query
+        return Result(query=query, hits=tuple(hits), runs=out.runs, timebox=tb,
+                      elapsed=elapsed, k=request.k, fusion=settings.policy, emphasis=request.emphasis,
+                      first_result=(out.first_result + (out.started - t_call))
+                      if out.first_result is not None else None,
+                      pool=dict(out.pool), layer_hits=out.layer_hits)
 
     def _after_search(self, hashes: list[str]) -> None:
         for h in dict.fromkeys(hashes):
@@ -330,6 +312,14 @@ class Engine(Recording):
             self.index.touch_usage(list(dict.fromkeys(hashes)))
         except Exception:  # usage is a hint for build priority; never fail a call on it
             pass
+
+    def enrich(self, hits: Sequence[Hit], scope: Any = None) -> list[Hit]:
+        """``hits`` with paths, lines and excerpt filled from the current state of their units;
+        a hit whose unit is gone, changed or out of ``scope`` is left out (what a search
+        returns of its fused hits)."""
+        sc = scope if isinstance(scope, Scope) or scope is None else Scope.parse(scope)
+        out = (self._enrich(h, sc) for h in hits)
+        return [h for h in out if h is not None]
 
     def _enrich(self, hit: Hit, scope: Scope | None = None) -> Hit | None:
         """Fill paths, lines and excerpt from the current state of the unit."""
@@ -368,11 +358,8 @@ class Engine(Recording):
             if loc:
                 out["source"] = loc
         for layer in self.layers.values():
-            fn = getattr(layer, "context_for", None)
-            if fn is None:
-                continue
             try:
-                extra = fn(h, span, path)
+                extra = layer.context_for(h, span, path)
             except Exception:  # context is a courtesy; never fail a call on it
                 extra = None
             if extra:
@@ -536,19 +523,19 @@ class Engine(Recording):
 
     def _prune_changes(self) -> None:
         """Drop queued paths that every building layer has caught up with."""
-        layers = [l for l in self.layers.values() if not getattr(l, "always_current", True)]
+        layers = [l for l in self.layers.values() if not l.always_current]
         with self._changed_lock:
             paths = list(dict.fromkeys(self._changed))
         if not paths:
             return
         recs = self.index.get_many(paths)
-        built = [l.built() for l in layers]
         keep = []
         for p in paths:
             r = recs.get(p)
             if r is None or r.deleted:
                 continue
-            if any(r.hash not in b and l.accepts(Unit(p, r.hash, r.size)) for l, b in zip(layers, built)):
+            unit = [Unit(p, r.hash, r.size)]
+            if any(l.pending(unit) for l in layers):
                 keep.append(p)
         with self._changed_lock:
             self._changed = keep

@@ -1,9 +1,11 @@
 """The anytime orchestrator: runs the selected layers under the caller's timebox.
 
 Generate layers start first, cheapest first, concurrently; at the deadline the call returns with
-whatever is done. Refine layers then rescore the merged candidate pool in the time left. Every
+whatever is done. Refine layers then rescore the fused candidate pool in the time left. Every
 selected layer appears in the report as ran / aborted / skipped / failed, with reason,
-contributions, elapsed time and coverage. Fusion is the caller's choice (``lar.fusion.policies``).
+contributions, elapsed time and coverage. Each stage fuses through the one pipeline
+(:func:`lar.fusion.pipeline.fuse_hits`): the cheap layers' candidates for a scanning layer, the
+pool for the refine layers, and the final ranking with the caller's policy.
 """
 from __future__ import annotations
 
@@ -13,15 +15,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from lar.core.errors import ConfigError, LarError, LayerFailedError
-from lar.fusion.adaptive import adaptive_fusion
-from lar.fusion.policies import POLICIES, fuse
-from lar.core.background import background_from
-from lar.fusion.probe import probe_runs, with_probe
-from lar.core.layer import Budget, Candidate, ScopeView
-from lar.core.request import pool_size
-from lar.fusion.grouping import group_hits, merged_hit, runs_for_fusion
+from lar.core.errors import LarError, LayerFailedError
+from lar.core.layer import BaseLayer, Budget, Candidate, ScopeView
+from lar.core.request import SearchRequest
 from lar.core.types import Hit, LayerRun, RunState
+from lar.fusion.pipeline import FusionSettings, fuse_hits
 
 # Layers get the deadline minus this margin so they can return partial results themselves; a
 # layer still running at the real deadline is cancelled.
@@ -30,50 +28,68 @@ LAYER_MARGIN = 0.004
 EARLY_WAIT = 0.2
 
 
-@dataclass
-class _Outcome:
+@dataclass(frozen=True)
+class LayerOutcome:
+    """One layer's part of a search: its hits, its run report, when it finished."""
+
     name: str
-    role: str
-    hits: list[Hit]
+    hits: tuple[Hit, ...]
     run: LayerRun
     finished_at: float | None = None
 
 
-def covers_part(run: LayerRun) -> bool:
-    """A run whose list comes from part of the scope: the timebox cut it short, or it is a
-    building layer that answered from the units it has built so far (coverage below 1)."""
-    return run.state is RunState.ABORTED or (run.coverage is not None and run.coverage < 1.0)
+@dataclass(frozen=True)
+class SearchOutcome:
+    """What the orchestrator returns: the fused ``hits``, one ``runs`` entry per layer (the
+    caller's order, then any other), the content hashes of every candidate place (for build
+    priority), the shared change detection's report, when the first layer answered (seconds
+    after ``started``), each layer's pool size and each layer's own list (``layer_hits``)."""
+
+    hits: tuple[Hit, ...]
+    runs: tuple[LayerRun, ...]
+    candidates: tuple[str, ...]
+    prepare: Mapping[str, Any] | None
+    first_result: float | None
+    pool: Mapping[str, int]
+    started: float
+    layer_hits: Mapping[str, tuple[Hit, ...]]
 
 
-def _role(layer) -> str:
+def role_of(layer: BaseLayer) -> str:
     return "generate" if "generate" in layer.roles else "refine"
 
 
-async def _run_layer(name, layer, query, scope, budget: Budget, role, candidates=None,
-                     ready=None, early=None) -> _Outcome:
+def run_order(layers: Sequence[tuple[str, BaseLayer]]) -> list[tuple[str, BaseLayer]]:
+    """The order layers run and are fused in: generate layers by cost, then refine layers by
+    cost (stable: the caller's order breaks ties)."""
+    return sorted(layers, key=lambda t: (role_of(t[1]) != "generate", t[1].cost_rank))
+
+
+def _report_run(name: str, role: str, query: Any, budget: Budget, hits: list[Hit], t0: float) -> LayerRun:
+    report = budget.report()
+    probe = dict(report.probe) or None  # the layer's own probe features (e.g. hubness)
+    if report.background is not None:  # its scores' background (lar.core.background)
+        probe = {**(probe or {}), "background": report.background.to_dict()}
+    return LayerRun(name, RunState.ABORTED if report.partial else RunState.RAN, report.reason(),
+                    len(hits), time.monotonic() - t0, budget.coverage, role, query, probe=probe,
+                    notes=report.notes, details=dict(report.details) or None)
+
+
+async def run_layer(name: str, layer: BaseLayer, query: Any, scope: ScopeView, budget: Budget, role: str,
+                    candidates: Sequence[Candidate] | None = None, ready=None, early=None) -> LayerOutcome:
+    """Run one layer; whatever happens (a deadline, an error, a crash) becomes its run report."""
     t0 = time.monotonic()
     try:
         if ready is not None:  # building layers wait for the shared change detection
             await asyncio.shield(ready)
         if early is not None:  # a scanning layer starts with the cheap layers' candidates
             candidates = await early()
-        hits = await layer.search(query, scope, budget, candidates)
-        hits = list(hits or [])
+        hits = list(await layer.search(query, scope, budget, candidates) or [])
         for h in hits:
             if name not in h.signals:
                 raise LarError(f"layer {name!r} returned a hit without its own signal")
-        partial = bool(budget.notes.get("partial"))
-        state = RunState.ABORTED if partial else RunState.RAN
-        reason = budget.notes.get("warning", "")  # e.g. corrupt artefacts dropped and queued
-        if partial:
-            reason = "; ".join(x for x in (budget.notes.get("truncated")
-                                           or "timebox ended; returned partial results", reason) if x)
-        probe = budget.notes.get("probe")  # a layer's own probe features (e.g. hubness)
-        if budget.notes.get("background") is not None:  # its scores' background (lar.core.background)
-            probe = {**(probe or {}), "background": budget.notes["background"]}
-        run = LayerRun(name, state, reason, len(hits), time.monotonic() - t0, budget.coverage, role, query,
-                       probe=probe)
-        return _Outcome(name, role, hits, run, time.monotonic())
+        run = _report_run(name, role, query, budget, hits, t0)
+        return LayerOutcome(name, tuple(hits), run, time.monotonic())
     except asyncio.CancelledError:
         hits = [h for h in budget.offered if name in h.signals]
         reason = "timebox ended before it finished"
@@ -81,17 +97,17 @@ async def _run_layer(name, layer, query, scope, budget: Budget, role, candidates
             reason += f"; kept the {len(hits)} hits it had offered"
         run = LayerRun(name, RunState.ABORTED, reason, len(hits), time.monotonic() - t0,
                        budget.coverage, role, query)
-        return _Outcome(name, role, hits, run, time.monotonic() if hits else None)
+        return LayerOutcome(name, tuple(hits), run, time.monotonic() if hits else None)
     except LarError as exc:
         run = LayerRun(name, RunState.FAILED, str(exc), 0, time.monotonic() - t0, None, role, query)
-        return _Outcome(name, role, [], run)
+        return LayerOutcome(name, (), run)
     except Exception as exc:  # a broken layer must not break the call
         msg = f"layer {name!r} crashed: {type(exc).__name__}: {exc}"
         run = LayerRun(name, RunState.FAILED, msg, 0, time.monotonic() - t0, None, role, query)
-        return _Outcome(name, role, [], run)
+        return LayerOutcome(name, (), run)
 
 
-async def _run_phase(jobs, deadline: float) -> list[_Outcome]:
+async def run_phase(jobs, deadline: float) -> list[LayerOutcome]:
     """Run jobs concurrently until all finish or the deadline; cancel the stragglers."""
     tasks = [asyncio.ensure_future(j) for j in jobs]
     if not tasks:
@@ -107,126 +123,117 @@ async def _run_phase(jobs, deadline: float) -> list[_Outcome]:
     for t in pending:
         t.cancel()
     if pending:
-        await asyncio.wait(pending)  # each _run_layer turns cancellation into an aborted run
+        await asyncio.wait(pending)  # each run_layer turns cancellation into an aborted run
     return [t.result() for t in tasks]
 
 
-async def orchestrate(
-    query: Any,
-    layers: Sequence[tuple[str, Any]],
-    scope: ScopeView,
-    *,
-    timebox: float,
-    k: int,
-    emphasis: str,
-    fusion: str,
-    rrf_c: float,
-    strict: bool,
-    skipped: Sequence[LayerRun] = (),
-    prepare=None,
-    fusion_model: Any = None,
-    partial_guard: bool = True,
-    by_unit: bool = True,
-) -> dict[str, Any]:
-    t0 = time.monotonic()
-    deadline = t0 + timebox
-    if fusion not in POLICIES:
-        raise ConfigError(f"unknown fusion policy {fusion!r}; choose one of {', '.join(POLICIES)}")
-    pool = pool_size(k, emphasis)
-    runs: dict[str, LayerRun] = {r.name: r for r in skipped}
+def plan(query: Any, layers: Sequence[tuple[str, BaseLayer]], scope: ScopeView, runs: dict[str, LayerRun]
+         ) -> tuple[list[tuple[str, BaseLayer]], list[tuple[str, BaseLayer]], dict[str, Any]]:
+    """The generate and refine layers that run (in :func:`run_order`) and each one's query;
+    layers that cannot run get their skipped or failed run in ``runs``."""
     per_query: dict[str, Any] = {}
     gen, ref = [], []
-    for name, layer in layers:
+    for name, layer in run_order(layers):
         if isinstance(query, Mapping):
             q = query[name]
         else:
-            q = layer.default_query(query) if hasattr(layer, "default_query") else query
+            q = layer.default_query(query)
             if q is None:  # e.g. a structural layer: free text is not an ast-grep pattern
                 runs[name] = LayerRun(name, RunState.SKIPPED, "plain text is not this layer's query "
-                                      "form; use the mapping form {layer: query}", role=_role(layer))
+                                      "form; use the mapping form {layer: query}", role=role_of(layer))
                 continue
         per_query[name] = q
         try:
             applies = layer.applies(scope)
         except Exception as exc:
-            runs[name] = LayerRun(name, RunState.FAILED, f"applies() crashed: {exc}", role=_role(layer))
+            runs[name] = LayerRun(name, RunState.FAILED, f"applies() crashed: {exc}", role=role_of(layer))
             continue
         if not applies:
-            why = getattr(layer, "why_not", None)
             try:
-                reason = (why(scope) if callable(why) else None) or "does not apply to this scope"
+                reason = layer.why_not(scope) or "does not apply to this scope"
             except Exception:  # a reason is a courtesy; a broken one must not fail the search
                 reason = "does not apply to this scope"
-            runs[name] = LayerRun(name, RunState.SKIPPED, reason, role=_role(layer))
+            runs[name] = LayerRun(name, RunState.SKIPPED, reason, role=role_of(layer))
             continue
-        (gen if "generate" in layer.roles else ref).append((name, layer))
-    gen.sort(key=lambda t: getattr(t[1], "cost_rank", 50))
-    ref.sort(key=lambda t: getattr(t[1], "cost_rank", 50))
+        (gen if role_of(layer) == "generate" else ref).append((name, layer))
+    return gen, ref, per_query
 
-    first_result: list[float] = []
+
+class CheapCandidates:
+    """The always-current generate layers' hits as they come in, fused by RRF into the
+    candidates an ``early_candidates`` layer scans first (it waits at most EARLY_WAIT of the
+    timebox for them)."""
+
+    def __init__(self, gen: Sequence[tuple[str, BaseLayer]], pool: int, c: float, timebox: float):
+        self.waiting = [n for n, layer in gen if layer.always_current]
+        self.hits: dict[str, tuple[Hit, ...]] = {}
+        self.done = asyncio.Event()
+        self.settings = FusionSettings("rrf", k=pool, c=c)
+        self.wait_s = max(0.0, EARLY_WAIT * timebox)
+        if not self.waiting:
+            self.done.set()
+
+    async def track(self, job) -> LayerOutcome:
+        o = await job
+        if o.name in self.waiting:
+            if o.hits:
+                self.hits[o.name] = o.hits
+            self.waiting.remove(o.name)
+            if not self.waiting:
+                self.done.set()
+        return o
+
+    async def candidates(self) -> list[Candidate]:
+        try:
+            await asyncio.wait_for(self.done.wait(), timeout=self.wait_s)
+        except asyncio.TimeoutError:
+            pass
+        got = dict(self.hits)
+        if not got:
+            return []
+        return [Candidate(h.span, None) for h in fuse_hits(got, self.settings).hits]
+
+
+async def orchestrate(request: SearchRequest, layers: Sequence[tuple[str, BaseLayer]], scope: ScopeView, *,
+                      timebox: float, settings: FusionSettings, skipped: Sequence[LayerRun] = (),
+                      prepare=None) -> SearchOutcome:
+    """Run ``layers`` for ``request`` within ``timebox`` seconds and fuse with ``settings``."""
+    t0 = time.monotonic()
+    deadline = t0 + timebox
+    pool = request.pool
+    runs: dict[str, LayerRun] = {r.name: r for r in skipped}
+    gen, ref, per_query = plan(request.query, layers, scope, runs)
+    ready = asyncio.ensure_future(prepare()) if prepare is not None else None
 
     def budget() -> Budget:
         return Budget(deadline - LAYER_MARGIN, pool=pool)
 
-    ready = asyncio.ensure_future(prepare()) if prepare is not None else None
+    def needs(layer: BaseLayer):
+        return ready if ready is not None and not layer.always_current else None
 
-    def needs(layer):
-        return ready if ready is not None and not getattr(layer, "always_current", True) else None
+    per_layer: dict[str, tuple[Hit, ...]] = {}
+    first_result: list[float] = []
 
-    # Layers with ``early_candidates`` (an exact scan that can order its work) wait for the
-    # always-current generate layers (at most EARLY_WAIT of the timebox) and get their fused hits
-    # as candidates: those units are scanned first.
-    cheap = [n for n, l in gen if getattr(l, "always_current", True)]
-    cheap_hits: dict[str, list[Hit]] = {}
-    cheap_done = asyncio.Event()
-    if not cheap:
-        cheap_done.set()
-
-    def note_cheap(o: _Outcome) -> _Outcome:
-        if o.name in cheap:
+    def record(outcomes: Sequence[LayerOutcome]) -> None:
+        for o in outcomes:
+            runs[o.name] = o.run
             if o.hits:
-                cheap_hits[o.name] = o.hits
-            cheap.remove(o.name)
-            if not cheap:
-                cheap_done.set()
-        return o
+                per_layer[o.name] = o.hits
+                if o.finished_at is not None:
+                    first_result.append(o.finished_at - t0)
 
-    async def tracked(job):
-        return note_cheap(await job)
-
-    async def early() -> list[Candidate]:
-        try:
-            await asyncio.wait_for(cheap_done.wait(), timeout=max(0.0, EARLY_WAIT * timebox))
-        except asyncio.TimeoutError:
-            pass
-        got = dict(cheap_hits)
-        if not got:
-            return []
-        groups = group_hits(got)
-        items = fuse("rrf", runs_for_fusion(groups, got), k=pool, c=rrf_c)
-        by_key = {g.key: g for g in groups}
-        return [Candidate(by_key[it.key].span, None) for it in items]
-
-    outcomes = await _run_phase(
-        [tracked(_run_layer(n, l, per_query[n], scope, budget(), "generate", ready=needs(l),
-                            early=early if getattr(l, "early_candidates", False) else None))
-         for n, l in gen],
-        deadline)
-    per_layer: dict[str, list[Hit]] = {}
-    for o in outcomes:
-        runs[o.name] = o.run
-        if o.hits:
-            per_layer[o.name] = o.hits
-            if o.finished_at is not None:
-                first_result.append(o.finished_at - t0)
+    cheap = CheapCandidates(gen, pool, request.rrf_c, timebox)
+    record(await run_phase(
+        [cheap.track(run_layer(n, layer, per_query[n], scope, budget(), "generate", ready=needs(layer),
+                               early=cheap.candidates if layer.early_candidates else None))
+         for n, layer in gen],
+        deadline))
 
     if ref:
-        groups = group_hits(per_layer)
-        pool_items = fuse("rrf", runs_for_fusion(groups, per_layer), k=pool, c=rrf_c) if groups else []
-        by_key = {g.key: g for g in groups}
-        candidates = [Candidate(by_key[it.key].span, None) for it in pool_items]
+        pooled = fuse_hits(per_layer, FusionSettings("rrf", k=pool, c=request.rrf_c))
+        candidates = [Candidate(h.span, None) for h in pooled.hits]
         jobs = []
-        for n, l in ref:
+        for n, layer in ref:
             if not candidates:
                 runs[n] = LayerRun(n, RunState.SKIPPED, "no candidates to refine (no generate layer found any)",
                                    role="refine", query=per_query[n])
@@ -234,59 +241,37 @@ async def orchestrate(
                 runs[n] = LayerRun(n, RunState.SKIPPED, "no time left in the timebox for refinement",
                                    role="refine", query=per_query[n])
             else:
-                jobs.append(_run_layer(n, l, per_query[n], scope, budget(), "refine", candidates,
-                                       ready=needs(l)))
-        for o in await _run_phase(jobs, deadline):
-            runs[o.name] = o.run
-            if o.hits:
-                per_layer[o.name] = o.hits
-                if o.finished_at is not None:
-                    first_result.append(o.finished_at - t0)
+                jobs.append(run_layer(n, layer, per_query[n], scope, budget(), "refine", candidates,
+                                      ready=needs(layer)))
+        record(await run_phase(jobs, deadline))
 
-    if strict:
+    if request.strict:
         failed = [r for r in runs.values() if r.state is RunState.FAILED]
         if failed:
             raise LayerFailedError("; ".join(r.reason for r in failed))
 
-    groups = group_hits(per_layer)
-    fused, probes, weights, fits, fruns = [], {}, {}, {}, {}
-    if groups:
-        fruns = runs_for_fusion(groups, per_layer)
-        if fusion == "adaptive":
-            # a run that saw part of the scope weighs by how much of the complete lists it scored
-            cut = [n for n in fruns if n in runs and covers_part(runs[n])] if partial_guard else []
-            backgrounds = {n: (runs[n].probe or {}).get("background") for n in fruns if n in runs}
-            units = {g.key: g.span.hash for g in groups} if by_unit else None
-            fused, probes, weights, fits = adaptive_fusion(fruns, k=k, model=fusion_model, c=rrf_c,
-                                                           partial=cut, backgrounds=backgrounds, units=units)
-        else:
-            fused = fuse(fusion, fruns, k=k, c=rrf_c)
-            probes, fits = probe_runs(fruns)
-    by_key = {g.key: g for g in groups}
-    hits = [with_probe(merged_hit(by_key[it.key], dict(it.ranks)), fits) for it in fused]
-    for name, probe in probes.items():
+    fused = fuse_hits(per_layer, settings, runs)
+    for name, info in fused.report.routes.items():
         if name in runs:
-            info = {**(runs[name].probe or {}), **probe.to_dict()}
-            if name in weights:
-                info["weight"] = round(weights[name], 4)
-            bg = background_from(info.get("background"))
-            if bg is not None and fruns.get(name):  # its best hit, in sds above the whole scan
-                info["top_z"] = round(bg.z(max(s for _, s in fruns[name])), 4)
-            runs[name] = dataclasses.replace(runs[name], probe=info)
+            runs[name] = dataclasses.replace(runs[name], probe={**(runs[name].probe or {}), **info})
     order = [n for n, _ in layers]
     ordered_runs = [runs[n] for n in order if n in runs] + [r for n, r in runs.items() if n not in order]
-    prep = None
-    if ready is not None:
-        if ready.done() and not ready.cancelled() and ready.exception() is None:
-            prep = ready.result()
-        elif not ready.done():
-            ready.cancel()
-    return {
-        "hits": hits,
-        "candidates": [g.span.hash for g in groups],
-        "prepare": prep,
-        "runs": ordered_runs,
-        "first_result": min(first_result) if first_result else None,
-        "pool": {n: len(h) for n, h in per_layer.items()},
-        "started": t0,
-    }
+    return SearchOutcome(
+        hits=fused.hits, runs=tuple(ordered_runs), candidates=tuple(g.span.hash for g in fused.groups),
+        prepare=_prepared(ready), first_result=min(first_result) if first_result else None,
+        pool={n: len(h) for n, h in per_layer.items()}, started=t0, layer_hits=dict(per_layer))
+
+
+def _prepared(ready) -> Mapping[str, Any] | None:
+    """The shared change detection's report when it finished in time (else it is cancelled)."""
+    if ready is None:
+        return None
+    if ready.done() and not ready.cancelled() and ready.exception() is None:
+        return ready.result()
+    if not ready.done():
+        ready.cancel()
+    return None
+
+
+__all__ = ["EARLY_WAIT", "LAYER_MARGIN", "LayerOutcome", "SearchOutcome", "orchestrate", "role_of",
+           "run_layer", "run_order", "run_phase"]

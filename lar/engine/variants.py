@@ -21,6 +21,18 @@ def default_variants(factories: Mapping[str, Any] | None = None) -> dict[str, di
     return out
 
 
+def can_vary(factory: Any) -> bool:
+    """Whether a registered layer makes separately named variants (``BaseLayer.variant``)."""
+    check = getattr(factory, "can_vary", None)
+    return bool(check()) if callable(check) else False
+
+
+def declared_keys(factory: Any) -> frozenset[str] | None:
+    """The config keys a layer factory declares (``config_keys()``; None: its name's prefix)."""
+    declare = getattr(factory, "config_keys", None)
+    return declare() if callable(declare) else None
+
+
 def layer_variants(config: Mapping[str, Any], factories: Mapping[str, Any]) -> dict[str, Any]:
     """Separately named layers from ``config["layer_variants"]``: ``{name: {"base": layer,
     **options}}``, e.g. a second ``late`` layer over a local ColBERT checkpoint, or ``late`` with
@@ -42,8 +54,8 @@ def layer_variants(config: Mapping[str, Any], factories: Mapping[str, Any]) -> d
         if name in factories:
             raise ConfigError(f"layer variant {name!r} clashes with a registered layer")
         base = factories.get(opts["base"])
-        if base is None or not hasattr(base, "variant"):
-            able = sorted(n for n, f in factories.items() if hasattr(f, "variant"))
+        if base is None or not can_vary(base):
+            able = sorted(n for n, f in factories.items() if can_vary(f))
             raise ConfigError(f"layer variant {name!r}: base {opts['base']!r} cannot be varied; "
                               f"choose one of {', '.join(able)}")
         out[name] = base.variant(name, dict(opts))

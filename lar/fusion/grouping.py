@@ -62,10 +62,6 @@ class Group:
         """Member layers, in layer order."""
         return tuple(self.members)
 
-    @property
-    def best_rank(self) -> int:
-        return min(self.ranks.values())
-
 
 @dataclass(slots=True)
 class _Building:

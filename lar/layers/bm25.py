@@ -21,7 +21,6 @@ still loads: units are skipped with that hint and searches fail with ``MissingEx
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import sqlite3
 import threading
 from dataclasses import replace
@@ -98,6 +97,10 @@ class BM25Layer(BuildingLayer):
     cost = "built lazily: tokenise + chunk per unit, bm25s segments; query ~1-10 ms"
     cost_rank = 30
     chunker_version = f"{CHUNKER_VERSION}.{CODE_CHUNKER_VERSION}"
+
+    @classmethod
+    def config_keys(cls) -> frozenset[str]:
+        return frozenset(DEFAULTS)
 
     def __init__(self, ctx: LayerContext):
         self.settings = read_settings(dict(ctx.config or {}))
@@ -242,16 +245,15 @@ class BM25Layer(BuildingLayer):
         waiting = self.index.prepare(allowed, ok, self.settings["sync_units"])
         budget.set_coverage((processed - len(waiting)) / len(app))
         if waiting:
-            budget.notes["bm25"] = f"{len(waiting)} built units are being added to a segment"
+            budget.note(f"{len(waiting)} built units are being added to a segment")
         moments = ScoreMoments()
         results, partial = self.index.search(terms, budget.pool, allowed - waiting, budget.expired,
                                              moments)
         background = moments.result()
-        if background is not None:
-            budget.notes["background"] = background.to_dict()
+        budget.set_background(background)
         hits = self._hits(text, results, budget, paths)
         if partial:
-            budget.notes["partial"] = True
+            budget.mark_partial()
         return hits
 
     def _hits(self, text: str, results: list, budget: Budget, paths: dict[str, str]) -> list[Hit]:
@@ -263,7 +265,7 @@ class BM25Layer(BuildingLayer):
         hits: list[Hit] = []
         for score, h, s, e in results:
             if budget.expired():
-                budget.notes["partial"] = True
+                budget.mark_partial()
                 break
             if h not in texts:
                 try:
@@ -278,6 +280,3 @@ class BM25Layer(BuildingLayer):
                                    score_kind=self.score_kind, query=text, sub_spans=subs))
         budget.offer(hits)
         return hits
-
-
-Layer = BM25Layer

@@ -128,12 +128,12 @@ class ChunkVectorLayer(EmbeddingLayer):
         bad = [h for h, _ in self.store.problems() if h in ok]
         if bad:
             self.manifest.forget(bad)
-            budget.notes["warning"] = f"{len(bad)} units' stored vectors were corrupt: dropped, queued for rebuilding"
+            budget.warn(f"{len(bad)} units' stored vectors were corrupt: dropped, queued for rebuilding")
         budget.set_coverage((processed - len(ok) * (1.0 - fraction)) / len(paths))
         if fraction < 1.0:
-            budget.notes["partial"] = True
+            budget.mark_partial()
         if found.background is not None and weight == 0:  # hubness-adjusted scores are not cosines
-            budget.notes["background"] = found.background.to_dict()
+            budget.set_background(found.background)
         # the hubness probe needs a reference sample (built once per set of units): skipped,
         # as zeros, when the deadline has already passed
         timed_out = bool(results) and budget.expired()
@@ -150,10 +150,9 @@ class ChunkVectorLayer(EmbeddingLayer):
                                    score=float(score), score_kind=kind, query=text,
                                    details={"cosine": round(float(cosine), 6), "hubness": round(float(hub), 6)}))
         kept = np.array([h.evidence[self.name].details["hubness"] for h in hits] or [0.0])
-        budget.notes["probe"] = {"hubness_mean": round(float(kept.mean()), 4),
-                                 "hubness_max": round(float(kept.max()), 4),
-                                 "hubness_weight": weight, "hubness_k": int(self.options["hubness_k"]),
-                                 "hubness_reference": 0 if timed_out else self._hub_ref.size_of_last()}
+        budget.set_probe(hubness_mean=round(float(kept.mean()), 4), hubness_max=round(float(kept.max()), 4),
+                         hubness_weight=weight, hubness_k=int(self.options["hubness_k"]),
+                         hubness_reference=0 if timed_out else self._hub_ref.size_of_last())
         budget.offer(hits)
         return hits
 

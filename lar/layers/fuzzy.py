@@ -59,6 +59,10 @@ class FuzzyLayer(BaseLayer):
             return []
         return await asyncio.to_thread(self._score, text, min_score, list(candidates), scope, budget)
 
+    @classmethod
+    def config_keys(cls) -> frozenset[str]:
+        return frozenset()  # no options
+
     def _score(self, text, min_score, candidates: list[Candidate], scope: ScopeView, budget: Budget):
         from rapidfuzz import fuzz, utils
 
@@ -93,7 +97,7 @@ class FuzzyLayer(BaseLayer):
             scored.append((score, cand, sub))
         budget.set_coverage(done / len(candidates))
         if done < len(candidates):
-            budget.notes["partial"] = True
+            budget.mark_partial()
         scored.sort(key=lambda t: (-t[0], t[1].span.hash, t[1].span.start))
         hits = []
         for rank, (score, cand, sub) in enumerate(scored[: budget.pool], start=1):
@@ -101,6 +105,3 @@ class FuzzyLayer(BaseLayer):
                                    score_kind="rapidfuzz max(partial_ratio, token_set_ratio) 0-100",
                                    query={"text": text, "min_score": min_score}, sub_spans=sub))
         return hits
-
-
-Layer = FuzzyLayer

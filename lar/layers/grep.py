@@ -102,6 +102,10 @@ class GrepLayer(BaseLayer):
     cost = "no index; one ripgrep pass over the scope"
     cost_rank = 10
 
+    @classmethod
+    def config_keys(cls) -> frozenset[str]:
+        return frozenset()  # no options
+
     def default_query(self, query: str) -> GrepQuery:
         return parse_query(query, default_form=True)
 
@@ -156,7 +160,7 @@ class GrepLayer(BaseLayer):
                 chunks.append(chunk)
                 size += len(chunk)
                 if size > MAX_OUTPUT_BYTES:
-                    budget.notes["truncated"] = f"stopped after {MAX_OUTPUT_BYTES >> 20} MiB of matches"
+                    budget.mark_partial(f"stopped after {MAX_OUTPUT_BYTES >> 20} MiB of matches")
                     kill()
                     break
             if not killed:
@@ -172,7 +176,8 @@ class GrepLayer(BaseLayer):
         if not killed and proc.returncode == 2 and not chunks:
             err = (await proc.stderr.read()).decode(errors="replace").strip()
             raise QueryError("grep", f"ripgrep refused the pattern(s) {list(q.patterns)!r}: {err}")
-        budget.notes["partial"] = killed
+        if killed:
+            budget.mark_partial()
         budget.coverage = None if killed else 1.0
         return self._rank(q, b"".join(chunks), scope, budget)
 
@@ -234,7 +239,7 @@ class GrepLayer(BaseLayer):
                     line_sig.append(kid)
                     line_matches.append([(off, m)])
         if cut_short:
-            budget.notes["partial"] = True
+            budget.mark_partial()
         # document frequency in lines of each key, then a score per distinct signature
         sig_count = defaultdict(int)
         for sig in line_sig:
@@ -320,13 +325,11 @@ class GrepLayer(BaseLayer):
                 if len(hits) >= budget.pool:
                     break
                 if time.monotonic() > budget.deadline:
-                    budget.notes["partial"] = True
+                    budget.mark_partial()
                     break
             if time.monotonic() > budget.deadline:
-                budget.notes["partial"] = True
+                budget.mark_partial()
                 break
-        if hits and budget.first_hit_at is None:
-            budget.first_hit_at = time.monotonic()
         return hits
 
 
@@ -361,6 +364,3 @@ def _path_str(raw: bytes) -> str:
     if raw.startswith(b"./"):
         raw = raw[2:]
     return raw.decode("utf-8", errors="surrogateescape")
-
-
-Layer = GrepLayer

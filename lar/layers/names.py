@@ -47,6 +47,10 @@ class NamesLayer(BaseLayer):
     cost = "no index; matches the paths in the file index"
     cost_rank = 5
 
+    @classmethod
+    def config_keys(cls) -> frozenset[str]:
+        return frozenset()  # no options
+
     def default_query(self, query: str) -> Any:
         kind, text, _ = parse_query(query)
         return {"glob": text} if kind == "glob" else {"fuzzy": text, "min_score": MIN_DEFAULT_SCORE}
@@ -105,6 +109,3 @@ class NamesLayer(BaseLayer):
                 break
         budget.set_coverage(1.0)
         return hits
-
-
-Layer = NamesLayer

@@ -129,6 +129,12 @@ class RerankLayer(BaseLayer):
     base: str = ""
     preset: dict[str, Any] | None = None
 
+    @classmethod
+    def config_keys(cls) -> frozenset[str]:
+        """``<name>_<option>`` for each of its options (a variant takes its options from its preset)."""
+        return frozenset() if cls.preset is not None else frozenset(
+            f"{cls.name}_{k}" for k in RerankOptions.__dataclass_fields__)
+
     def __init__(self, ctx: LayerContext):
         super().__init__(ctx)
         self.options = RerankOptions.read(f"{self.name}_", dict(ctx.config or {}), self.preset)
@@ -247,17 +253,16 @@ class RerankLayer(BaseLayer):
         in_scope = [c for c in cands if c.span.hash in allowed]
         pool = in_scope[: self.options.max_pairs]
         if len(in_scope) > len(pool):
-            budget.notes["warning"] = (f"rescored the first {len(pool)} of {len(in_scope)} candidates "
-                                       f"({self.name}_max_pairs={self.options.max_pairs})")
+            budget.warn(f"rescored the first {len(pool)} of {len(in_scope)} candidates "
+                        f"({self.name}_max_pairs={self.options.max_pairs})")
         if not pool:
             budget.set_coverage(1.0)
             return []
         if self.model(budget.remaining()) is None or budget.expired():
             budget.set_coverage(0.0)
-            budget.notes["partial"] = True
-            budget.notes["truncated"] = ("timebox ended while the cross-encoder was loading (it "
-                                         "goes on loading in the background; call Engine.warm() "
-                                         "before timed searches)")
+            budget.mark_partial("timebox ended while the cross-encoder was loading (it "
+                                "goes on loading in the background; call Engine.warm() "
+                                "before timed searches)")
             return []
         texts: dict[str, bytes] = {}
         scores: dict[tuple, float] = {}
@@ -289,9 +294,8 @@ class RerankLayer(BaseLayer):
             budget.offer(hits)
         budget.set_coverage(done / len(pool))
         if done < len(pool):
-            budget.notes["partial"] = True
-            budget.notes["truncated"] = (f"timebox ended after the cross-encoder rescored {done} of "
-                                         f"{len(pool)} candidates ({len(scores)} passages)")
+            budget.mark_partial(f"timebox ended after the cross-encoder rescored {done} of "
+                                f"{len(pool)} candidates ({len(scores)} passages)")
         return hits
 
     def _hits(self, text: str, members, scores, budget: Budget) -> list[Hit]:
@@ -301,6 +305,3 @@ class RerankLayer(BaseLayer):
                            query={"text": text},
                            details={"passage": [key[1], key[2]], "model": self.model_id})
                 for rank, (score, _, span, key) in enumerate(ranked[: budget.pool], start=1)]
-
-
-Layer = RerankLayer

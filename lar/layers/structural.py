@@ -21,13 +21,12 @@ files of the language. Errors (``QueryError``, naming the pattern or language): 
 language; a pattern ast-grep refuses in every language searched (empty, several nodes, ...);
 a pattern that matched nothing in a complete scan and whose top node does not parse in any of
 the languages (``def (``). A pattern refused in some languages only skips those
-(``notes["pattern_skipped_languages"]``).
+(``run.details["pattern_skipped_languages"]``).
 """
 from __future__ import annotations
 
 import asyncio
 import re
-import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -194,6 +193,10 @@ class StructuralLayer(BaseLayer):
     cost_rank = 40
     contract_queries = {"timebox": {"pattern": "float($A)"}}
 
+    @classmethod
+    def config_keys(cls) -> frozenset[str]:
+        return frozenset()  # no options
+
     def default_query(self, query: str) -> Any:
         return None  # free text is not a pattern
 
@@ -235,19 +238,18 @@ class StructuralLayer(BaseLayer):
             why = "; ".join(f"{lang}: {msg}" for lang, msg in sorted(errors.items()))
             raise QueryError("structural", f"invalid ast-grep pattern {q.pattern!r} ({why})")
         if any(errors.values()):
-            budget.notes["pattern_skipped_languages"] = sorted(l for l, m in errors.items() if m)
+            budget.detail("pattern_skipped_languages", sorted(l for l, m in errors.items() if m))
         broken = {lang: syntax_problem(q, lang) for lang, err in errors.items() if not err}
         single, multi = q.metavariables()
         hits: list[Hit] = []
         done = 0
         for u, lang in todo:
             if budget.expired():
-                budget.notes["partial"] = True
+                budget.mark_partial()
                 break
             if len(hits) >= budget.pool:
-                budget.notes["partial"] = True
-                budget.notes["truncated"] = (f"stopped after {budget.pool} matches (the pool); "
-                                             "narrow the scope or the pattern for the rest")
+                budget.mark_partial(f"stopped after {budget.pool} matches (the pool); "
+                                    "narrow the scope or the pattern for the rest")
                 break
             done += 1
             if errors[lang]:
@@ -268,9 +270,7 @@ class StructuralLayer(BaseLayer):
             if done == len(todo):  # matched nothing anywhere: say why rather than return []
                 raise QueryError("structural", f"invalid ast-grep pattern {q.pattern!r}: it "
                                                f"matched nothing and its code is broken ({why})")
-            budget.notes["pattern_syntax"] = why
-        if hits and budget.first_hit_at is None:
-            budget.first_hit_at = time.monotonic()
+            budget.detail("pattern_syntax", why)
         return hits[: budget.pool]
 
     @staticmethod
@@ -336,6 +336,3 @@ class StructuralLayer(BaseLayer):
             subs = sorted({s for s in subs if s[1] > s[0]})
             out.append((span(n), subs, {"lang": lang, "captures": details}))
         return out
-
-
-Layer = StructuralLayer

@@ -110,6 +110,10 @@ class SymbolsLayer(BuildingLayer):
     cost_rank = 25
     contract_queries = {"timebox": "parse_deadline"}
 
+    @classmethod
+    def config_keys(cls) -> frozenset[str]:
+        return frozenset()  # no options
+
     def __init__(self, ctx):
         super().__init__(ctx)
         self.store = SymbolStore(self.dir, self.build_version)
@@ -180,12 +184,12 @@ class SymbolsLayer(BuildingLayer):
                 add(st.defs_where(f"{kind_sql}name = ? AND substr(qual, -?) = ?",
                                   kind_arg + [name.rsplit(".", 1)[-1], len(tail), tail]), EXACT)
             if budget.expired():
-                budget.notes["partial"] = True  # exact matches only
+                budget.mark_partial()  # exact matches only
             else:
                 low = name.lower()
                 add(st.defs_where(f"{kind_sql}(lname = ? OR lqual = ?)", kind_arg + [low, low]), FOLDED)
                 if budget.expired():
-                    budget.notes["partial"] = True  # no fuzzy matches
+                    budget.mark_partial()  # no fuzzy matches
                 elif q.min_score < 100:
                     by_name = dict(self._fuzzy_names(name.rsplit(".", 1)[-1], q.min_score))
                     for r in st.defs_named(list(by_name)):
@@ -281,6 +285,3 @@ def _no_grammar(path: str) -> str:
 def _trim(doc: str) -> str:
     doc = doc.strip()
     return doc if len(doc) <= DETAIL_DOC_CHARS else doc[: DETAIL_DOC_CHARS - 1] + "…"
-
-
-Layer = SymbolsLayer

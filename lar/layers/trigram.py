@@ -121,6 +121,10 @@ class TrigramLayer(BuildingLayer):
     cost = "built lazily: one FTS5 trigram row per unit (~3x the text); query ~1 ms"
     cost_rank = 20
 
+    @classmethod
+    def config_keys(cls) -> frozenset[str]:
+        return frozenset()  # no options
+
     def __init__(self, ctx):
         super().__init__(ctx)
         self.db_path = self.dir / "fts.sqlite"
@@ -186,7 +190,7 @@ class TrigramLayer(BuildingLayer):
         scored = []
         for i, h in enumerate(cand):
             if budget.expired():
-                budget.notes["partial"] = True
+                budget.mark_partial()
                 break
             try:
                 data = self.ctx.reader.unit_text(h)
@@ -211,6 +215,3 @@ class TrigramLayer(BuildingLayer):
                                    score_kind="matches on the line", query={kind: text},
                                    sub_spans=[(s, min(e, le)) for s, e in subs]))
         return hits
-
-
-Layer = TrigramLayer

@@ -14,17 +14,20 @@ import warnings
 from typing import Any, Callable, Iterable, Mapping
 
 from lar.core.errors import ConfigError, LarError
+from lar.core.request import SearchRequest
 from lar.record.replay import describe_output
 from lar.core.timebox import parse_duration
 from lar.record.trace import (CALLS, TraceError, TraceRecorder, call_context, current_context, error_text,
                     new_session_id)
 
 
-def search_params(query, timebox, k, emphasis, layers, exclude, scope, fusion, rrf_c, strict,
-                  tokens) -> dict[str, Any]:
-    return {"query": query, "timebox": seconds(timebox), "k": k, "emphasis": emphasis,
-            "layers": layers, "exclude": exclude, "scope": scope, "fusion": fusion,
-            "rrf_c": rrf_c, "strict": strict, "tokens": tokens}
+def search_params(given: Mapping[str, Any]) -> dict[str, Any]:
+    """What a trace records of a search: its parameters, the timebox in seconds when it parses
+    (the call itself raises for it otherwise)."""
+    query = given.get("query")
+    params = query.params() if isinstance(query, SearchRequest) else dict(given)
+    params["timebox"] = seconds(params.get("timebox"))
+    return params
 
 
 def seconds(value: Any) -> Any:

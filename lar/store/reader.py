@@ -158,10 +158,3 @@ def expand_to_lines(data: bytes, start: int, end: int, context: int = 0) -> tupl
             nxt = data.find(b"\n", e)
             e = len(data) if nxt < 0 else nxt + 1
     return s, e
-
-
-def file_mtime_ns(root: Path, rel: str) -> int | None:
-    try:
-        return os.stat(Path(root) / rel).st_mtime_ns
-    except OSError:
-        return None

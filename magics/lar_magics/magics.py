@@ -13,17 +13,16 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from lar.core.errors import LarError
 
+from lar.apps.cli_args import SEARCH_FLAGS
+
 from lar_magics import parsing
 from lar_magics.errors import MagicError, MagicUsageError
 from lar_magics.results import Results, ResultsList, Shown, search
 from lar_magics.session import SESSION, as_magic, open_demo, read_config
 
-SEARCH_PARAMS = ("timebox", "k", "tokens", "layers", "exclude", "scope", "fusion", "rrf_c",
-                 "emphasis", "strict")
-
-
 def search_params(ns) -> dict[str, Any]:
-    return {k: getattr(ns, k) for k in SEARCH_PARAMS}
+    """The search arguments the ``%lar search`` flags gave (``lar search``'s flags)."""
+    return {k: getattr(ns, k) for k in SEARCH_FLAGS}
 
 
 def build_report(report: dict[str, Any]) -> str:
@@ -228,9 +227,8 @@ class LarMagics(Magics):
         try:
             from lar_evals.cli import main as eval_main
         except ImportError as exc:
-            raise MagicError("the evaluation harness (package 'evals') is not importable here; "
-                             "start the notebook from the repository root, or reinstall lar "
-                             f"(pip install -e '.[eval]'): {exc}") from None
+            raise MagicError("the evaluation harness (package 'lar_evals') is not importable "
+                             f"here; reinstall lar (pip install -e '.[eval]'): {exc}") from None
         if not argv:
             argv = ["--help"]
         try:

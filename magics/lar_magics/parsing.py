@@ -12,7 +12,7 @@ import re
 import shlex
 from typing import Any, Iterable
 
-from lar.apps.cli_args import csv_list, duration, durations  # the lar command's own flag parsing
+from lar.apps.cli_args import add_search_arguments, csv_list, duration, durations
 
 from lar_magics.errors import MagicUsageError
 
@@ -31,16 +31,6 @@ class Parser(argparse.ArgumentParser):
         raise HelpShown()
 
 
-def _positive(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {n}")
-    return n
-
-
 def _name(value: str) -> str:
     if not value.isidentifier():
         raise argparse.ArgumentTypeError(f"{value!r} is not a Python variable name")
@@ -48,17 +38,7 @@ def _name(value: str) -> str:
 
 
 def add_search_flags(p: argparse.ArgumentParser, as_default: str | None) -> None:
-    p.add_argument("--timebox", type=duration, default=0.5, help="e.g. 200ms, 1s (default 500ms)")
-    p.add_argument("--k", type=_positive, default=20, help="hits to return (default 20)")
-    p.add_argument("--tokens", type=_positive, default=None, help="also bound the size in tokens")
-    p.add_argument("--layers", type=csv_list, default=None, help="comma-separated layer names")
-    p.add_argument("--exclude", type=csv_list, default=None, help="comma-separated layer names")
-    p.add_argument("--scope", action="append", default=None, help="glob to include (repeatable)")
-    p.add_argument("--fusion", default=None,
-                   help="route-unique | rrf | combsum | combmnz | pvalue | adaptive (default: the engine's)")
-    p.add_argument("--rrf-c", type=float, default=60.0, help="the RRF constant (default 60)")
-    p.add_argument("--emphasis", default="balanced", choices=["precision", "balanced", "recall"])
-    p.add_argument("--strict", action="store_true", help="fail if any layer fails")
+    add_search_arguments(p)  # the lar search command's own flags
     p.add_argument("--json", action="store_true", help="print the stable JSON instead")
     p.add_argument("--full", action="store_true", help="with --json: evidence per layer too")
     p.add_argument("--view", action="store_true", help="show the interactive results view")

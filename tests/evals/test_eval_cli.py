@@ -13,11 +13,11 @@ from lar_evals import cli
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_python_m_evals_beir_writes_the_json(beir_dir, tmp_path):
+def test_python_m_lar_evals_beir_writes_the_json(beir_dir, tmp_path):
     out = tmp_path / "summary.json"
     env = {**os.environ, "LAR_CACHE_DIR": str(tmp_path / "cache"), "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run(
-        [sys.executable, "-m", "evals", "beir", str(beir_dir), "--split", "test", "--routes",
+        [sys.executable, "-m", "lar_evals", "beir", str(beir_dir), "--split", "test", "--routes",
          "grep,names", "--fusion", "rrf,route-unique", "--timebox", "1s", "--k", "20",
          "--metrics", "ndcg@10,recall@20", "--out", str(out), "--quiet"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=240)

@@ -239,5 +239,5 @@ def test_late_reports_the_background_of_a_complete_scan_only(built, monkeypatch)
     calls = iter([False, False])
     budget.expired = lambda: next(calls, True)
     hits = asyncio.run(layer.search("reciprocal rank fusion", built.scope_view(), budget))
-    assert budget.notes.get("partial") and "background" not in budget.notes
+    assert budget.report().partial and budget.report().background is None
     assert hits  # what it scanned is still returned

@@ -261,7 +261,7 @@ def test_expired_budget_returns_partial(eng):
     layer = eng.layers["formula"]
     budget = Budget.seconds(0.0)
     hits = asyncio.run(layer.search(r"\frac{a}{b}", eng.scope_view(), budget))
-    assert hits == [] and budget.notes.get("partial") and budget.coverage == 1.0
+    assert hits == [] and budget.report().partial and budget.coverage == 1.0
 
 
 def test_build_version_names_the_extractors(eng):

@@ -6,6 +6,7 @@ import time
 import pytest
 
 import lar
+from lar.core.background import ScoreBackground
 from lar.core.layer import BaseLayer
 from lar.core.registry import register_layer, unregister_layer
 from lar.core.types import Hit, Span
@@ -98,9 +99,8 @@ def test_call_returns_at_the_deadline_with_what_is_done(fakes, corpus, tmp_path)
 
 
 def test_fusion_partial_mode_is_checked_and_keep_leaves_cut_runs_alone(fakes, corpus, tmp_path):
-    with lar.open(corpus, state=tmp_path / "s", config={"fusion_partial": "maybe"}) as eng:
-        with pytest.raises(lar.ConfigError, match="'guard' or 'keep'"):
-            eng.search("parse_deadline", timebox=2)
+    with pytest.raises(lar.ConfigError, match="'guard' or 'keep'"):  # refused at open
+        lar.open(corpus, state=tmp_path / "s", config={"fusion_partial": "maybe"})
     with lar.open(corpus, state=tmp_path / "s", config={"fusion_partial": "keep"}) as eng:
         res = eng.search("parse_deadline", timebox=0.3)
     runs = {r.name: r for r in res.runs}
@@ -109,7 +109,7 @@ def test_fusion_partial_mode_is_checked_and_keep_leaves_cut_runs_alone(fakes, co
 
 
 def test_a_finished_run_over_part_of_the_scope_is_guarded_like_a_cut_one(tmp_path):
-    from lar.engine.orchestrator import covers_part
+    from lar.fusion.pipeline import covers_part
 
     corpus = tmp_path / "c"
     corpus.mkdir()
@@ -198,7 +198,7 @@ class _Scanner(BaseLayer):
         order = range(24, -1, -1) if self.reverse else range(25)
         hits = [Hit.single(self.name, Span(u.hash, 4 * i, 4 * i + 2), rank=r + 1, score=self.top - self.step * r,
                            score_kind="x") for r, i in enumerate(order)]
-        budget.notes["background"] = self.background
+        budget.set_background(ScoreBackground(**self.background))
         return hits
 
 
@@ -243,19 +243,18 @@ def test_layer_backgrounds_reach_the_probe_and_bgz_fusion(scanners, corpus, tmp_
 
 
 def test_fusion_units_mode_is_checked_and_decides_what_adaptive_fuses_by(corpus, tmp_path, monkeypatch):
-    import lar.engine.orchestrator as orch
+    import lar.fusion.pipeline as pipeline
 
     seen = []
-    real = orch.adaptive_fusion
+    real = pipeline.adaptive_fusion
 
     def spy(runs, *args, units=None, **kw):
         seen.append(units)
         return real(runs, *args, units=units, **kw)
 
-    monkeypatch.setattr(orch, "adaptive_fusion", spy)
-    with lar.open(corpus, state=tmp_path / "s", config={"fusion_units": "file"}) as eng:
-        with pytest.raises(lar.ConfigError, match="'unit' or 'span'"):
-            eng.search("parse", timebox=5, layers=["grep"])
+    monkeypatch.setattr(pipeline, "adaptive_fusion", spy)
+    with pytest.raises(lar.ConfigError, match="'unit' or 'span'"):  # refused at open
+        lar.open(corpus, state=tmp_path / "s", config={"fusion_units": "file"})
     with lar.open(corpus, state=tmp_path / "s") as eng:  # default: by unit
         res = eng.search("parse", timebox=5, layers=["grep"])
     assert res.hits and seen[-1] is not None

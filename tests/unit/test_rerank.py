@@ -4,6 +4,7 @@ head weights are on disk; the layer's scores must equal sentence-transformers' C
 from __future__ import annotations
 
 import asyncio
+import time
 import dataclasses
 import json
 import shutil
@@ -15,7 +16,7 @@ from lar.core.errors import ConfigError, LarError, QueryError
 from lar.core.layer import Budget, Candidate
 from lar.layers.rerank import (NOT_CONFIGURED, SCORE_KIND, RerankLayer, RerankOptions,
                                parse_query, passage_bounds)
-from lar.engine.orchestrator import _run_layer
+from lar.engine.orchestrator import run_layer as _run_layer
 from lar.core.registry import register_layer, registered_layers, unregister_layer
 from lar.core.types import RunState, Span
 
@@ -131,7 +132,7 @@ def test_scores_equal_cross_encoder_logits_in_score_order(eng, ckpt):
     layer.warm()
     cands = line_candidates(eng)
     hits, budget = run(layer, eng, cands)
-    assert budget.coverage == 1.0 and not budget.notes.get("partial")
+    assert budget.coverage == 1.0 and not budget.report().partial
     assert len(hits) == len(cands) == 11
     assert {h.span for h in hits} == {c.span for c in cands}
     texts = {hash_of(eng, rel): t.encode() for rel, t in DOCS.items()}
@@ -167,7 +168,7 @@ def test_max_pairs_limits_the_pool_and_says_so(eng, ckpt):
     layer = layer_for(eng, model=str(ckpt), max_pairs=2)
     hits, budget = run(layer, eng, line_candidates(eng))
     assert len(hits) == 2 and budget.coverage == 1.0
-    assert budget.notes["warning"] == "rescored the first 2 of 11 candidates (rerank_max_pairs=2)"
+    assert budget.report().warnings == ("rescored the first 2 of 11 candidates (rerank_max_pairs=2)",)
 
 
 def test_timeout_mid_pool_returns_the_scored_part(eng, ckpt):
@@ -180,7 +181,7 @@ def test_timeout_mid_pool_returns_the_scored_part(eng, ckpt):
     def first_batch_then_deadline(query, passages):
         calls.append(len(passages))
         out = inner(query, passages)
-        budget.cancel.set()  # the deadline passes while the first batch is scored
+        budget.deadline = time.monotonic()  # the deadline passes while the first batch is scored
         return out
 
     layer._score_batch = first_batch_then_deadline

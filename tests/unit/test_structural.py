@@ -122,7 +122,7 @@ def test_invalid_pattern_and_unknown_language_are_query_errors(eng):
 def test_pattern_valid_in_some_languages_only(eng):
     hits, budget = _run(eng, "not $A")  # one Python node; two JavaScript ones
     assert [h.evidence["structural"].details["captures"]["$A"]["text"] for h in hits] == ["names"]
-    assert budget.notes["pattern_skipped_languages"] == ["javascript"]
+    assert budget.report().details["pattern_skipped_languages"] == ["javascript"]
 
 
 def test_patterns_that_parse_with_errors_still_match_what_they_can(eng, code):
@@ -165,9 +165,9 @@ def test_plain_text_is_not_a_pattern(eng):
 
 def test_budget_and_pool(eng):
     hits, budget = _run(eng, "open($$$)", seconds=0.0)
-    assert hits == [] and budget.coverage == 0.0 and budget.notes["partial"]
+    assert hits == [] and budget.coverage == 0.0 and budget.report().partial
     hits, budget = _run(eng, "open($$$)", pool=1)
-    assert len(hits) == 1 and budget.notes.get("truncated") and budget.coverage < 1.0
+    assert len(hits) == 1 and budget.report().truncated and budget.coverage < 1.0
 
 
 def test_byte_offsets():

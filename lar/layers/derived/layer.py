@@ -69,6 +69,10 @@ class DerivedLayer(BuildingLayer):
                     "stemming, identifiers split")
     cost_rank = 35
 
+    @classmethod
+    def config_keys(cls) -> frozenset[str]:
+        return frozenset({"derived_prompt_version", "derived_sync_units", "derived_generator"})
+
     def __init__(self, ctx: LayerContext):
         cfg = dict(ctx.config or {})
         pv = cfg.get("derived_prompt_version")
@@ -241,10 +245,10 @@ class DerivedLayer(BuildingLayer):
         waiting = self.index.prepare(allowed, self.ok_hashes(), self.sync_units)
         budget.set_coverage((processed - len(waiting)) / len(paths))
         if waiting:
-            budget.notes["derived"] = f"{len(waiting)} built units are being added to a segment"
+            budget.note(f"{len(waiting)} built units are being added to a segment")
         results, partial = self.index.search(terms, budget.pool * 2, allowed - waiting, budget.expired)
         if partial:
-            budget.notes["partial"] = True
+            budget.mark_partial()
         return self._hits(text, results, budget, paths)
 
     def _hits(self, text: str, results: list, budget: Budget, paths: dict[str, str]) -> list[Hit]:
@@ -256,7 +260,7 @@ class DerivedLayer(BuildingLayer):
             if len(hits) >= budget.pool:
                 break
             if budget.expired():
-                budget.notes["partial"] = True
+                budget.mark_partial()
                 break
             if h not in units:
                 try:
@@ -281,6 +285,3 @@ class DerivedLayer(BuildingLayer):
                                    score_kind=SCORE_KIND, query=text, sub_spans=subs, details=details))
         budget.offer(hits)
         return hits
-
-
-Layer = DerivedLayer

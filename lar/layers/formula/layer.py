@@ -117,6 +117,10 @@ class FormulaLayer(BuildingLayer):
     cost_rank = 30
     contract_queries = {"timebox": "\\frac{x}{y}"}  # the contract corpus's paper.tex has one
 
+    @classmethod
+    def config_keys(cls) -> frozenset[str]:
+        return frozenset()  # no options
+
     def __init__(self, ctx):
         super().__init__(ctx)
         self.db_path = self.dir / "formulas.sqlite"
@@ -258,7 +262,7 @@ class FormulaLayer(BuildingLayer):
         scored: list[tuple[float, str, _Stored, Features, float, float]] = []
         for i in range(0, len(allowed), 64):
             if budget.expired():
-                budget.notes["partial"] = True
+                budget.mark_partial()
                 break
             batch = allowed[i:i + 64]
             self._load(batch)
@@ -285,6 +289,3 @@ class FormulaLayer(BuildingLayer):
                                    score_kind=SCORE_KIND, query={"formula": text},
                                    details=details))
         return hits
-
-
-Layer = FormulaLayer

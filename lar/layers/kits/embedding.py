@@ -33,6 +33,11 @@ class EmbeddingLayer(BuildingLayer):
     defaults: dict[str, Any] = {}
     extra_modules: tuple[str, ...] = ("torch", "sentence_transformers", "transformers")
 
+    @classmethod
+    def config_keys(cls) -> frozenset[str]:
+        """``<name>_<option>`` for each of its options (a variant takes its options from its preset)."""
+        return frozenset() if cls.preset is not None else frozenset(f"{cls.name}_{k}" for k in cls.defaults)
+
     def __init__(self, ctx: LayerContext):
         self.options = self.read_options(dict(ctx.config or {}))
         self._problem: LarError | None = None

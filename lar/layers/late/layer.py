@@ -354,17 +354,15 @@ class LateLayer(EmbeddingLayer):
                          device=self.options["device"], min_score=min_score)
         budget.set_coverage((not_ok + len(res.scanned)) / len(paths))
         if res.unreadable:
-            budget.notes["warning"] = (f"{len(res.unreadable)} sidecars were corrupt or missing: "
-                                       "dropped, not scored, queued for rebuilding")
+            budget.warn(f"{len(res.unreadable)} sidecars were corrupt or missing: "
+                        "dropped, not scored, queued for rebuilding")
         if res.aborted or len(res.scanned) + len(res.unreadable) < len(ok):
-            budget.notes["partial"] = True
-            budget.notes["truncated"] = (f"timebox ended after scanning {len(res.scanned)} of "
-                                         f"{len(ok)} built units ({res.tokens} tokens)")
+            budget.mark_partial(f"timebox ended after scanning {len(res.scanned)} of "
+                                f"{len(ok)} built units ({res.tokens} tokens)")
         # the background of a complete scan only: a cut-short one scanned the candidates first,
         # the best-scoring corner, and would read every hit as less remarkable than it is
-        background = None if budget.notes.get("partial") else res.moments.result()
-        if background is not None:
-            budget.notes["background"] = background.to_dict()
+        background = None if budget.partial else res.moments.result()
+        budget.set_background(background)
         return self._hits(lq, qe, q, w, res, paths, budget)
 
     def _hits(self, lq, qe, q, w, res, paths, budget) -> list[Hit]:
@@ -403,6 +401,3 @@ class LateLayer(EmbeddingLayer):
                                    details=details))
         budget.offer(hits)
         return hits
-
-
-Layer = LateLayer
