@@ -270,18 +270,16 @@ class SparseLayer(EmbeddingLayer):
         waiting = self.index.prepare(ok, self.ok_hashes(), int(self.options["sync_units"]))
         budget.set_coverage((processed - len(waiting)) / len(paths))
         if waiting:
-            budget.notes["sparse"] = f"{len(waiting)} built units are being added to a segment"
+            budget.note(f"{len(waiting)} built units are being added to a segment")
         if not q.nnz:
-            budget.notes["warning"] = "the model weighs no vocabulary term for this query"
+            budget.warn("the model weighs no vocabulary term for this query")
             return []
         moments = ScoreMoments()
         results, partial = self.index.search(q, budget.pool, ok - waiting, budget.expired, moments)
-        background = moments.result()
-        if background is not None:
-            budget.notes["background"] = background.to_dict()
+        budget.set_background(moments.result())
         if partial:
-            budget.notes["partial"] = True
-        budget.notes["query_terms"] = q.nnz
+            budget.mark_partial()
+        budget.detail("query_terms", q.nnz)
         return self._hits(text, q, results, paths, budget)
 
     def _hits(self, text: str, q, results, paths, budget: Budget) -> list[Hit]:
@@ -322,7 +320,7 @@ class SparseLayer(EmbeddingLayer):
         out: list[tuple[dict, list]] = []
         for (score, h, s, e), (_, c2b), (ids, offs) in zip(results, decoded, toks[1:]):
             if budget.expired():
-                budget.notes["partial"] = True
+                budget.note("the timebox ended while explaining the hits: the rest carry no terms")
                 break
             details: dict[str, Any] = {"chunk": [s, e]}
             subs: list[tuple[int, int]] = []
