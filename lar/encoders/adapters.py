@@ -228,6 +228,22 @@ class BGEM3Encoder(TokenEncoder):
     def __repr__(self) -> str:
         return f"BGEM3Encoder({self.model_id!r}, device={self.device!r})"
 
+    def lexical_weights(self, windows: list[np.ndarray]) -> list[np.ndarray]:
+        """BGE-M3's lexical (sparse) head: for each window of content token ids (no special
+        tokens), each token's weight ``relu(sparse_linear(hidden))`` (FlagEmbedding's
+        ``_sparse_embedding`` before its maximum per token id), float32."""
+        torch = self._torch
+        wins = [Window(np.asarray(w, dtype=np.int64), "") for w in windows]
+        ids, mask = self._padded(wins, self._prefix, self._suffix)
+        feats = {"input_ids": torch.from_numpy(ids).to(self.device),
+                 "attention_mask": torch.from_numpy(mask).to(self.device)}
+        with torch.inference_mode():
+            weights = self._net(feats, return_dense=False, return_sparse=True,
+                                return_sparse_embedding=False)["sparse_vecs"]
+            weights = weights.float().squeeze(-1).cpu().numpy()
+        a = len(self._prefix)
+        return [weights[i, a:a + len(w.ids)].astype(np.float32) for i, w in enumerate(wins)]
+
     def _forward(self, windows: list[Window], *, is_query: bool):
         torch = self._torch
         pre, suf = self._prefix, self._suffix

@@ -47,12 +47,15 @@ class SegmentedIndex:
 
     ``units`` holds the per-unit terms (stored with ``unit_version``); ``on_lost`` is told the
     hashes whose terms are missing, so the layer can rebuild them. Segments are loaded (and
-    verified) once per process and cached; the layout changes under a lock."""
+    verified) once per process and cached; the layout changes under a lock. ``store`` replaces
+    the bm25s segment store by another with the same methods (the ``sparse`` layer's, whose
+    segments score a ``SparseVec`` passed as ``terms``; use ``idf="segment"`` with it)."""
 
     def __init__(self, directory, params: SegmentParams, units: UnitStore, unit_version: str, *,
                  max_deltas: int = 3, delta_fraction: float = 0.1, dead_fraction: float = 0.2,
-                 idf: str = "segment", on_lost: Callable[[set[str]], None] | None = None):
-        self.store = SegmentStore(directory, params)
+                 idf: str = "segment", on_lost: Callable[[set[str]], None] | None = None,
+                 store: SegmentStore | None = None):
+        self.store = store if store is not None else SegmentStore(directory, params)
         self.params = params
         self.units = units
         self.unit_version = unit_version
