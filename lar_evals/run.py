@@ -228,6 +228,8 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                 ckpt.add(qid, got)
             ev.scored[qid] = got.get("scored", {})
             ev.backgrounds[qid] = got.get("backgrounds", {})
+            for label, doc_score in got.get("scores", {}).items():
+                ev.scores.setdefault(label, {})[qid] = doc_score
             for part in ("rankings", "top", "pools"):
                 store = getattr(ev, part)
                 for label, docs in got[part].items():
@@ -290,11 +292,14 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
         summary["runs_dir"] = None
         if runs_dir is not None:
             runs_dir = Path(runs_dir)
+            files = {}
             for label in labels:
                 name = label.replace(":", "-")
-                write_trec(runs_dir / f"{name}.trec", ev.rankings.get(label, {}), f"lar-{name}", qids)
+                files[label] = write_trec(runs_dir / f"{name}.trec", ev.rankings.get(label, {}),
+                                          f"lar-{name}", qids, ev.scores.get(label))
             write_route_lists(runs_dir / "route-lists.jsonl.gz", ev)
             summary["runs_dir"] = str(runs_dir)
+            summary["run_files"] = files
         if out_dir is not None:
             from lar_evals.io import write_json
 
