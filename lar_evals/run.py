@@ -52,7 +52,7 @@ from lar_evals.evaluation import BeirEvaluation
 from lar_evals.metrics import check_metrics, check_trec_ids, evaluate, latency, rounded, write_trec
 from lar_evals.query import docs_of_hits, run_query, scored_docs  # noqa: F401  (re-exported)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@100", "mrr@10", "map")
 DEFAULT_FUSION: tuple[str, ...] = ("rrf", "route-unique", "combsum", "combmnz")
 
@@ -163,11 +163,18 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                   ext: str = "auto", scope: Any = None, attribution_k: int = 10,
                   anytime: Sequence[float] | None = None, anytime_queries: int | None = None,
                   anytime_stages: bool = False, checkpoint: str | Path | None = None,
+                  stat_test: str = "student", correction: str = "holm",
+                  comparisons: Sequence[str] | str | None = None, alpha: float = 0.05,
                   progress: Callable[[int, int], None] | None = None) -> BeirEvaluation:
     """Run the evaluation (see the module docstring) and keep the per-query lists.
     ``checkpoint``: a JSONL file each finished query is appended to; a rerun with the same file
-    and settings skips the queries it holds (:mod:`lar_evals.checkpoint`)."""
+    and settings skips the queries it holds (:mod:`lar_evals.checkpoint`). ``stat_test``
+    (``student``, ``fisher``), ``correction`` (``holm``, ``bonferroni``, ``fdr_bh``, ``none``),
+    ``comparisons`` (``["adaptive/best", ...]``, default: :func:`lar_evals.compare.default_comparisons`)
+    and ``alpha``: the significance tests (:mod:`lar_evals.significance`)."""
     import lar
+
+    from lar_evals.significance import check_test
 
     from lar_evals.anytime import anytime_curve, check_timeboxes, stage_curves
     from lar_evals.attribution import attribute
@@ -175,6 +182,9 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
 
     metrics = check_metrics(metrics)
     fusion = check_policies(fusion)
+    check_test(stat_test, correction)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise EvalConfigError(f"alpha must be between 0 and 1, got {alpha!r}")
     k = _positive_int(k, "k")
     attribution_k = _positive_int(attribution_k, "attribution_k")
     timebox = _positive_float(timebox, "timebox")
@@ -258,6 +268,8 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                          "max_queries": max_queries, "seed": seed, "attribution_k": attribution_k,
                          "scope": scope, "corpus_root": str(root), "state_dir": str(eng.state_dir),
                          "lar_version": getattr(lar, "__version__", None),
+                         "stat_test": stat_test, "correction": correction, "alpha": float(alpha),
+                         "comparisons": comparisons,
                          "checkpoint": None if ckpt is None else str(ckpt.path),
                          "resumed_queries": 0 if ckpt is None else len(ckpt.resumed)},
             "routes": {r: rounded(scores[f"route:{r}"]) for r in routes},
@@ -273,7 +285,9 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
             "data_report": dict(data.report),
         }
         ev.summary = summary
-        summary["comparisons"] = compare_all(ev, routes, fusion, metrics, attribution_k)
+        summary["comparisons"] = compare_all(ev, routes, fusion, metrics, attribution_k,
+                                             comparisons=comparisons, stat_test=stat_test,
+                                             correction=correction, alpha=float(alpha), seed=seed)
         summary["attribution"] = attribute(eng, ev, routes, k=attribution_k, scope=scope)
         summary["per_type"] = per_type_breakdown(ev, data, labels, metrics)
         if anytime:

@@ -21,7 +21,7 @@ def test_summary_schema(evaluation):
                 "timing", "coverage", "run_states", "data_report", "comparisons", "attribution",
                 "per_type", "anytime", "runs_dir"):
         assert key in s, key
-    assert s["schema"] == 1 and s["dataset"] == "tiny" and s["split"] == "test"
+    assert s["schema"] == 2 and s["dataset"] == "tiny" and s["split"] == "test"
     assert s["n_queries"] == 5
     assert s["settings"]["routes"] == sorted(ROUTES)  # engine order
     assert set(s["routes"]) == set(ROUTES)
