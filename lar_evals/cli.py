@@ -99,6 +99,8 @@ def add_beir_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--compare", type=csv_list, default=None, metavar="A/B,...",
                    help="the comparisons to test, e.g. adaptive/best,rrf/route-unique (best: the "
                         "best route); default: rrf/route-unique and every policy and default vs best")
+    b.add_argument("--per-query", default=None, metavar="FILE",
+                   help="per-query table (.tsv, .csv, .parquet; default <runs dir>/per-query.tsv)")
     b.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
     b.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
@@ -191,6 +193,7 @@ def run_beir_command(args: argparse.Namespace) -> int:
                        anytime_queries=args.anytime_queries, anytime_stages=args.anytime_stages,
                        checkpoint=args.checkpoint, stat_test=args.stat_test,
                        correction=args.correction, comparisons=args.compare, alpha=args.alpha,
+                       per_query_table=args.per_query,
                        progress=_progress(args.quiet))
     write_json(out, summary)
     print(format_summary(summary))

@@ -165,6 +165,7 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                   anytime_stages: bool = False, checkpoint: str | Path | None = None,
                   stat_test: str = "student", correction: str = "holm",
                   comparisons: Sequence[str] | str | None = None, alpha: float = 0.05,
+                  per_query_table: str | Path | None = None,
                   progress: Callable[[int, int], None] | None = None) -> BeirEvaluation:
     """Run the evaluation (see the module docstring) and keep the per-query lists.
     ``checkpoint``: a JSONL file each finished query is appended to; a rerun with the same file
@@ -179,6 +180,7 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
     from lar_evals.anytime import anytime_curve, check_timeboxes, stage_curves
     from lar_evals.attribution import attribute
     from lar_evals.compare import compare_all, per_type_breakdown
+    from lar_evals.per_query import per_query_section, wins_losses, write_table
 
     metrics = check_metrics(metrics)
     fusion = check_policies(fusion)
@@ -290,6 +292,12 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                                              correction=correction, alpha=float(alpha), seed=seed)
         summary["attribution"] = attribute(eng, ev, routes, k=attribution_k, scope=scope)
         summary["per_type"] = per_type_breakdown(ev, data, labels, metrics)
+        summary["per_query"] = per_query_section(ev, data, labels, metrics)
+        best = summary["comparisons"]["significance"].get("best_route")
+        if best is not None:
+            summary["wins_losses"] = {"a": "default", "b": f"route:{best}", "metric": metrics[0],
+                                      **wins_losses(summary["per_query"], "default",
+                                                    f"route:{best}", metrics[0], n=10)}
         if anytime:
             curve_qids = qids
             if anytime_queries is not None and anytime_queries < len(qids):
@@ -314,6 +322,11 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
             write_route_lists(runs_dir / "route-lists.jsonl.gz", ev)
             summary["runs_dir"] = str(runs_dir)
             summary["run_files"] = files
+            if per_query_table is None:
+                per_query_table = runs_dir / "per-query.tsv"
+        summary["per_query_table"] = None
+        if per_query_table is not None:
+            summary["per_query_table"] = str(write_table(per_query_table, summary["per_query"]))
         if out_dir is not None:
             from lar_evals.io import write_json
 
