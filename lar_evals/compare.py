@@ -151,10 +151,21 @@ def route_unique_relevant(ev: "BeirEvaluation", routes: Sequence[str], fusion: S
             "pairwise": both}
 
 
+def found_at(ev: "BeirEvaluation", label: str, qids: Sequence[str], depth: int = 10) -> float | None:
+    """The fraction of ``qids`` whose list ``label`` holds a relevant document in its first
+    ``depth`` documents (how often that route alone *solves* the query; grep's is the share a
+    plain text search answers)."""
+    if not qids:
+        return None
+    ranking = ev.rankings.get(label, {})
+    hits = sum(any(ev.qrels.get(q, {}).get(d, 0) > 0 for d in ranking.get(q, ())[:depth]) for q in qids)
+    return round(hits / len(qids), 4)
+
+
 def per_type_breakdown(ev: "BeirEvaluation", data: "BeirData", labels: Sequence[str],
                        metrics: Sequence[str]) -> dict[str, Any]:
-    """``{"by_type": {type: {"n_queries", "routes": {...}, "fusion": {...}, "default": {...}}},
-    "untyped_queries": n}`` from the per-query values (``by_type`` is empty when no scored query
+    """``{"by_type": {type: {"n_queries", "routes": {...}, "fusion": {...}, "default": {...},
+    "found_at_10": {label: fraction}}}, "untyped_queries": n}`` from the per-query values (``by_type`` is empty when no scored query
     carries a type)."""
     by_type: dict[str, list[str]] = {}
     for q in ev.qids:
@@ -175,6 +186,7 @@ def per_type_breakdown(ev: "BeirEvaluation", data: "BeirData", labels: Sequence[
             else:
                 kind, name = label.split(":", 1)
                 entry["routes" if kind == "route" else "fusion"][name] = vals
+        entry["found_at_10"] = {label: found_at(ev, label, qs, 10) for label in labels}
         out[t] = entry
     return {"by_type": out, "untyped_queries": len(ev.qids) - sum(len(v) for v in by_type.values())}
 
@@ -186,5 +198,5 @@ def compare_all(ev: "BeirEvaluation", routes: Sequence[str], fusion: Sequence[st
             "route_unique_relevant": route_unique_relevant(ev, routes, fusion, k)}
 
 
-__all__ = ["ALPHA", "best_route", "compare_all", "default_comparisons", "holm",
+__all__ = ["ALPHA", "best_route", "compare_all", "default_comparisons", "found_at", "holm",
            "per_type_breakdown", "resolve_comparisons", "route_unique_relevant", "significance"]

@@ -30,6 +30,13 @@ __all__ = ["add_arguments", "charts", "load_summaries", "main", "overlap_pairs",
            "render_markdown", "run", "sections"]
 
 Table = tuple[list[str], list[list[Any]], set[int]]  # headers, rows, columns whose max is bold
+
+
+class Ms(float):
+    """A duration in milliseconds: shown to 0.1 ms (0.01 ms under 1 ms), not as a metric."""
+
+    def __new__(cls, v):
+        return None if v is None else super().__new__(cls, v)
 _KNOWN = {"schema", "dataset", "split", "n_queries", "settings", "routes", "fusion", "default",
           "timing", "coverage", "build", "run_states", "data_report", "comparisons",
           "attribution", "per_type", "anytime", "anytime_stages", "runs_dir", "run_files",
@@ -74,7 +81,7 @@ def _scores(s: dict) -> Table | None:
         for name, vals in group.items():
             t = qms.get(name) or {}
             rows.append([kind, name] + [vals.get(m) for m in metrics]
-                        + [t.get("mean"), t.get("p95")])
+                        + [Ms(t.get("mean")), Ms(t.get("p95"))])
     return (["kind", "name"] + metrics + ["mean ms", "p95 ms"], rows,
             set(range(2, 2 + len(metrics))))
 
@@ -97,12 +104,17 @@ def _per_type(s: dict) -> Table | None:
         if not isinstance(entry, dict):
             continue
         if any(k in entry for k in ("routes", "fusion", "default")):  # lar_evals.compare's form
+            found = entry.get("found_at_10") or {}
             for kind in ("routes", "fusion"):
                 for name, vals in (entry.get(kind) or {}).items():
-                    labelled.append((t, entry.get("n_queries"), kind.rstrip("s"), name, vals))
+                    f = found.get(f"{kind.rstrip('s')}:{name}")
+                    labelled.append((t, entry.get("n_queries"), kind.rstrip("s"), name,
+                                     {**vals, "found@10": f} if f is not None else vals))
             if isinstance(entry.get("default"), dict):
+                f = found.get("default")
                 labelled.append((t, entry.get("n_queries"), "default", "default",
-                                 entry["default"]))
+                                 {**entry["default"], "found@10": f} if f is not None
+                                 else entry["default"]))
         else:  # {type: {name: {metric: value}}}
             for name, vals in entry.items():
                 if isinstance(vals, dict):
@@ -121,7 +133,37 @@ def _records(items: Any) -> Table | None:
     if not items:
         return None
     keys = list(dict.fromkeys(k for r in items for k in r))
-    return keys, [[r.get(k) for k in keys] for r in items], set()
+    return keys, [[Ms(r.get(k)) if k.endswith("_ms") and isinstance(r.get(k), (int, float))
+                   else r.get(k) for k in keys] for r in items], set()
+
+
+def _significance(sig: dict) -> Table | None:
+    tests = [t for t in sig.get("tests") or () if isinstance(t, dict)]
+    if not tests:
+        return None
+    p_adj = "p_adjusted" if any("p_adjusted" in t for t in tests) else "p_holm"
+    rows = []
+    for t in tests:
+        ci = (f"[{t['ci_low']:+.4f}, {t['ci_high']:+.4f}]"
+              if isinstance(t.get("ci_low"), (int, float)) and isinstance(t.get("ci_high"), (int, float)) else None)
+        p = t.get("p_value")
+        rows.append([t.get("a"), t.get("b"), t.get("metric"), t.get("delta"), ci, t.get("d_z"),
+                     f"{p:.3g}" if isinstance(p, (int, float)) else ("degenerate" if t.get("degenerate") else None),
+                     f"{t[p_adj]:.3g}" if isinstance(t.get(p_adj), (int, float)) else None,
+                     t.get("significant")])
+    return (["a", "b", "metric", "delta", "95% CI", "d_z", "p", "p adjusted", "significant"],
+            rows, set())
+
+
+def _overlap_matrix(pairs: list[dict]) -> Table | None:
+    """The route-pair overlap as a square table (one row and one column per route)."""
+    pairs = [r for r in pairs if isinstance(r.get("n"), (int, float))]
+    if not pairs:
+        return None
+    names = list(dict.fromkeys([r["a"] for r in pairs] + [r["b"] for r in pairs]))
+    cell = {(r["a"], r["b"]): r["n"] for r in pairs}
+    rows = [[a] + [cell.get((a, b), cell.get((b, a))) for b in names] for a in names]
+    return [""] + names, rows, set()
 
 
 def _wins_table(what: str, items: Any) -> Table | None:
@@ -158,7 +200,7 @@ def sections(s: dict) -> list[tuple[str, list[Any]]]:
     if sig:
         note = (f"{sig.get('stat_test', '')}, correction {sig.get('correction', '')}, alpha "
                 f"{sig.get('alpha', '')}; best route: {sig.get('best_route')}")
-        add("Significance", note, _records(sig.get("tests")))
+        add("Significance", note, _significance(sig))
     rur = comp.get("route_unique_relevant") or {}
     if rur:
         facts = ", ".join(f"{k} {v}" for k, v in rur.items() if not isinstance(v, (dict, list)))
@@ -181,8 +223,8 @@ def sections(s: dict) -> list[tuple[str, list[Any]]]:
                 f"queries in the per-query table{': ' + s['per_query_table'] if s.get('per_query_table') else ''}).")
         add(f"Biggest wins and losses: {wl.get('a')} vs {wl.get('b')}", note,
             _wins_table("wins", wl.get("wins")), _wins_table("losses", wl.get("losses")))
-    pairs = overlap_pairs(s)
-    add("Route overlap", _records(pairs))
+    add("Route overlap", "Relevant documents both routes found in their first hits (the "
+        "diagonal: each route's own).", _overlap_matrix(overlap_pairs(s)))
     rest = {k: v for k, v in comp.items() if k not in ("significance", "route_unique_relevant")
             and k not in PAIR_KEYS}
     add("Other comparisons", ("json", rest) if rest else None)
@@ -234,10 +276,15 @@ def fmt(v: Any) -> str:
         return "–"
     if isinstance(v, bool):
         return "yes" if v else "no"
+    if isinstance(v, Ms):
+        return f"{v:.2f}" if abs(v) < 1 else f"{v:.1f}"
     if isinstance(v, float):
         return f"{v:.4f}" if abs(v) < 1e4 else f"{v:.1f}"
-    if isinstance(v, (dict, list)):
-        text = json.dumps(v, ensure_ascii=False, sort_keys=False)
+    if isinstance(v, dict):  # a small mapping as "key value, ..." (never JSON in a cell)
+        text = ", ".join(f"{k} {fmt(x)}" for k, x in v.items())
+        return text if len(text) <= 160 else text[:159] + "…"
+    if isinstance(v, (list, tuple)):
+        text = ", ".join(fmt(x) for x in v)
         return text if len(text) <= 160 else text[:159] + "…"
     return str(v)
 
@@ -334,6 +381,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="summary files written by `python -m lar_evals beir`")
     parser.add_argument("--out", required=True, metavar="REPORT",
                         help="writes REPORT.md and REPORT.html")
+    parser.add_argument("--latex", action="store_true",
+                        help="also REPORT.tex: booktabs tables of the scores and per-type scores")
     return parser
 
 
@@ -348,10 +397,16 @@ def run(args: argparse.Namespace) -> int:
         md, page = base.with_name(base.name + ".md"), base.with_name(base.name + ".html")
         md.write_text(render_markdown(summaries), encoding="utf-8")
         page.write_text(render_html(summaries), encoding="utf-8")
+        tex = None
+        if getattr(args, "latex", False):
+            from lar_evals.latex import render_latex
+
+            tex = base.with_name(base.name + ".tex")
+            tex.write_text(render_latex(summaries), encoding="utf-8")
     except (LarError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote {md} and {page}")
+    print(f"wrote {md} and {page}" + (f" and {tex}" if tex else ""))
     return 0
 
 

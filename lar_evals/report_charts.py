@@ -14,7 +14,7 @@ import html
 import json
 from typing import Any
 
-__all__ = ["PAIR_KEYS", "chart_html", "charts", "overlap_pairs"]
+__all__ = ["PAIR_KEYS", "chart_html", "charts", "is_metric_name", "overlap_pairs"]
 
 _MAX_METRIC_PANELS = 6
 # where a route-pair overlap may sit in ``comparisons`` (or its ``route_unique_relevant``)
@@ -66,20 +66,32 @@ def _scores(alt, s: dict):
         column=alt.Column("metric:N", title=None, sort=metrics))
 
 
+def is_metric_name(key: str) -> bool:
+    """Whether ``key`` names a ranx metric (``ndcg@10``, ``map``, ``rbp.95``, ...)."""
+    from lar_evals.errors import EvalConfigError
+    from lar_evals.metrics import check_metrics
+
+    try:
+        check_metrics([key])
+    except EvalConfigError:
+        return False
+    return True
+
+
 def _anytime(alt, s: dict):
     points = [p for p in s.get("anytime") or () if isinstance(p, dict) and _num(p.get("timebox_s"))]
+    metrics = set((s.get("settings") or {}).get("metrics") or ())
     rows = []
     for p in points:
-        for k, v in p.items():
-            if k != "timebox_s" and _num(v) and not k.endswith(("_ms", "_s")) \
-                    and not k.startswith("n_"):
+        for k, v in p.items():  # metric values only: counts such as aborted_runs are not on [0, 1]
+            if _num(v) and (k in metrics if metrics else is_metric_name(k)):
                 rows.append({"timebox_s": p["timebox_s"], "metric": k, "value": v,
                              "mean_ms": p.get("mean_ms")})
     if not rows:
         return None
     return alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
         x=alt.X("timebox_s:Q", scale=alt.Scale(type="log"), title="timebox (s)"),
-        y=alt.Y("value:Q", title="metric"),
+        y=alt.Y("value:Q", title="metric", scale=alt.Scale(zero=False)),
         color=alt.Color("metric:N"),
         tooltip=["timebox_s:Q", "metric:N", alt.Tooltip("value:Q", format=".4f"), "mean_ms:Q"],
     ).properties(width=420, height=260)

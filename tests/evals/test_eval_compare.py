@@ -48,7 +48,7 @@ def test_route_unique_relevant(evaluation):
     assert "d3" in ev.top["route:bm25"]["q2"] and "d3" not in ev.top["route:grep"]["q2"]
     assert ru["route_unique"]["bm25"] >= 1
     assert ru["route_unique_total"] == sum(ru["route_unique"].values())
-    assert set(ru["recovered_by"]) == {"rrf", "route-unique", "combsum", "combmnz", "default"}
+    assert set(ru["recovered_by"]) == {"adaptive", "rrf", "route-unique", "combsum", "combmnz", "default"}
     assert all(0 <= n <= ru["route_unique_total"] for n in ru["recovered_by"].values())
     assert ru["recovered_by"]["rrf"] >= 1  # the lone bm25 find survives fusion at k=10
     assert ru["found_by_any_route"] == 4  # all but d6 (binary) and d8 (no words in common)
@@ -73,6 +73,11 @@ def test_per_type_breakdown(evaluation):
     assert set(rare["routes"]) == set(ev.summary["routes"]) and set(rare["fusion"]) == set(ev.summary["fusion"])
     q1, q5 = (ev.per_query["route:bm25"]["ndcg@10"][q] for q in ("q1", "q5"))
     assert rare["routes"]["bm25"]["ndcg@10"] == round((q1 + q5) / 2, 4)
+    # found@10: bm25 finds d2 for q1 and d4 for q5 (their rare words): it solves both
+    assert rare["found_at_10"]["route:bm25"] == 1.0
+    para = pt["by_type"]["paraphrase"]  # q2 "glaciers melting": no route has "glacier melts"'s words
+    expect = float(any(ev.qrels["q2"].get(d, 0) > 0 for d in ev.rankings["route:grep"].get("q2", [])[:10]))
+    assert para["found_at_10"]["route:grep"] == expect
 
 
 def test_attribution_reasons(evaluation):

@@ -41,7 +41,8 @@ SUMMARY = {
                                            "fusion": {"rrf": {"ndcg@10": 0.7}},
                                            "default": {"ndcg@10": 0.75}}},
                  "untyped_queries": 30},
-    "anytime": [{"timebox_s": 0.05, "ndcg@10": 0.3, "mean_ms": 50.0},
+    "anytime": [{"timebox_s": 0.05, "ndcg@10": 0.3, "mean_ms": 50.0, "aborted_runs": 140,
+                 "mean_coverage": {"bm25": 0.5}},
                 {"timebox_s": 0.2, "ndcg@10": 0.5, "mean_ms": 200.0},
                 {"timebox_s": 1.0, "ndcg@10": 0.62, "mean_ms": 900.0}],
     "runs_dir": None,
@@ -54,7 +55,7 @@ def test_markdown_has_the_route_table_and_every_section():
     assert md.startswith("# Evaluation report")
     assert "## scifact / test (50 queries)" in md
     assert "| kind | name | ndcg@10 | recall@100 | mean ms | p95 ms |" in md
-    assert "| route | bm25 | 0.6100 | 0.9000 | 3.1000 | 5.0000 |" in md
+    assert "| route | bm25 | 0.6100 | 0.9000 | 3.1 | 5.0 |" in md  # milliseconds to 0.1 ms
     assert "| fusion | route-unique | **0.6400** | **0.9400** | – | – |" in md  # best in bold
     for title in ("Build time and coverage", "Per query type", "Anytime curve", "Significance",
                   "Relevant documents by route", "Route overlap", "Miss attribution",
@@ -62,6 +63,26 @@ def test_markdown_has_the_route_table_and_every_section():
         assert f"### {title}" in md, title
     assert "| rare-term | 20 | route | bm25 | 0.8000 |" in md
     assert '"custom_field"' in md
+
+
+def test_tables_hold_no_json_and_the_overlap_is_a_matrix():
+    md = render_markdown([SUMMARY])
+    table_lines = [ln for ln in md.splitlines() if ln.startswith("|")]
+    assert not any("{" in ln or '"' in ln for ln in table_lines)  # no JSON in any cell
+    assert "| 0.0500 | 0.3000 | 50.0 | 140 | bm25 0.5000 |" in md
+    # the route overlap: one row per route, not one per pair
+    assert "|  | bm25 | static | grep |" in md
+    assert "| static | 25 | – | – |" in md
+    assert "| fusion:rrf | route:bm25 | ndcg@10 | 0.0200 | – | – | 0.2 | 0.4 | no |" in md
+
+
+def test_anytime_chart_plots_metrics_only():
+    specs = dict(report_charts.charts(dict(SUMMARY, settings={"metrics": ["ndcg@10"]})))
+    values = json.dumps(specs["Anytime curve"])
+    assert '"metric": "ndcg@10"' in values and "aborted_runs" not in values
+    assert "mean_coverage" not in values
+    specs = dict(report_charts.charts(dict(SUMMARY, settings={})))  # no settings: ranx names only
+    assert "aborted_runs" not in json.dumps(specs["Anytime curve"])
 
 
 def test_missing_keys_are_tolerated():
