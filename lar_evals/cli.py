@@ -165,36 +165,31 @@ def format_summary(s: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _progress(quiet: bool):
-    if quiet:
-        return None
-    step = {"next": 0}
-
-    def report(done: int, total: int) -> None:
-        if done >= step["next"] or done == total:
-            print(f"evals: {done}/{total} queries", file=sys.stderr, flush=True)
-            step["next"] = done + max(1, total // 10)
-
-    return report
-
-
 def run_beir_command(args: argparse.Namespace) -> int:
     from lar_evals.data import load_beir
     from lar_evals.run import run_beir
 
+    from lar_evals.progress import Bars
+
     data = load_beir(args.dir, args.split)
     out = Path(args.out) if args.out else Path(f"evals-{data.name}-{data.split}.json")
     runs_dir = Path(args.runs_dir) if args.runs_dir else out.with_name(out.stem + "-runs")
-    summary = run_beir(data, routes=args.routes, fusion=args.fusion, rrf_c=args.rrf_c, k=args.k,
-                       timebox=args.timebox, build_timebox=args.build_timebox, metrics=args.metrics,
-                       max_queries=args.max_queries, seed=args.seed, state_dir=args.state,
-                       config=args.config, runs_dir=runs_dir, cache_root=args.cache_dir,
-                       ext=args.ext, attribution_k=args.attribution_k, anytime=args.anytime,
-                       anytime_queries=args.anytime_queries, anytime_stages=args.anytime_stages,
-                       checkpoint=args.checkpoint, stat_test=args.stat_test,
-                       correction=args.correction, comparisons=args.compare, alpha=args.alpha,
-                       per_query_table=args.per_query,
-                       progress=_progress(args.quiet))
+    bars = None if args.quiet else Bars()
+    try:
+        summary = run_beir(data, routes=args.routes, fusion=args.fusion, rrf_c=args.rrf_c, k=args.k,
+                           timebox=args.timebox, build_timebox=args.build_timebox, metrics=args.metrics,
+                           max_queries=args.max_queries, seed=args.seed, state_dir=args.state,
+                           config=args.config, runs_dir=runs_dir, cache_root=args.cache_dir,
+                           ext=args.ext, attribution_k=args.attribution_k, anytime=args.anytime,
+                           anytime_queries=args.anytime_queries, anytime_stages=args.anytime_stages,
+                           checkpoint=args.checkpoint, stat_test=args.stat_test,
+                           correction=args.correction, comparisons=args.compare, alpha=args.alpha,
+                           per_query_table=args.per_query,
+                           progress=bars.queries if bars else None,
+                           build_progress=bars.build if bars else None)
+    finally:
+        if bars is not None:
+            bars.close()
     write_json(out, summary)
     print(format_summary(summary))
     print(f"wrote {out} and run files in {runs_dir}/")

@@ -54,7 +54,7 @@ from lar_evals.query import docs_of_hits, run_query, scored_docs  # noqa: F401  
 
 SCHEMA_VERSION = 2
 DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@100", "mrr@10", "map")
-DEFAULT_FUSION: tuple[str, ...] = ("rrf", "route-unique", "combsum", "combmnz")
+DEFAULT_FUSION: tuple[str, ...] = ("adaptive", "rrf", "route-unique", "combsum", "combmnz")
 
 
 # -- validation -------------------------------------------------------------------------------
@@ -109,8 +109,14 @@ def select_queries(data: BeirData, max_queries: int | None, seed: int) -> list[s
 
 
 # -- building and timing ----------------------------------------------------------------------
-def build_layers(eng, routes: Sequence[str], timebox: float) -> tuple[dict[str, float], dict[str, Any]]:
-    """Build each selected building layer in turn within ``timebox`` seconds in all."""
+def build_layers(eng, routes: Sequence[str], timebox: float,
+                 progress: Callable[[str, int, int], None] | None = None,
+                 slice_s: float = 2.0) -> tuple[dict[str, float], dict[str, Any]]:
+    """Build each selected building layer in turn within ``timebox`` seconds in all.
+
+    With ``progress`` each layer is built in slices of ``slice_s`` seconds (the builder resumes
+    where it stopped) and ``progress(layer, units built, units in all)`` is called after each;
+    the report sums the slices' counts."""
     deadline = time.monotonic() + timebox
     seconds: dict[str, float] = {}
     reports: dict[str, Any] = {}
@@ -123,9 +129,27 @@ def build_layers(eng, routes: Sequence[str], timebox: float) -> tuple[dict[str, 
             seconds[name] = 0.0
             continue
         t0 = time.perf_counter()
-        rep = eng.build(timebox=left, layers=[name])
+        if progress is None:
+            rep = eng.build(timebox=left, layers=[name])
+            reports[name] = rep.get("layers", {}).get(name, {})
+        else:
+            total: dict[str, Any] = {"ok": 0, "skipped": 0, "failed": 0}
+            first_pending = None
+            while True:
+                left = deadline - time.monotonic()
+                got = eng.build(timebox=max(0.001, min(slice_s, left)), layers=[name]
+                                ).get("layers", {}).get(name, {})
+                if first_pending is None:
+                    first_pending = sum(got.get(k, 0) for k in ("ok", "skipped", "failed")) + got.get("pending", 0)
+                for k in ("ok", "skipped", "failed"):
+                    total[k] += got.get(k, 0)
+                total.update({k: v for k, v in got.items() if k not in ("ok", "skipped", "failed")})
+                done = total["ok"] + total["skipped"] + total["failed"]
+                progress(name, done, max(first_pending, done))
+                if not got or got.get("pending", 0) == 0 or deadline - time.monotonic() <= 0:
+                    break
+            reports[name] = total
         seconds[name] = round(time.perf_counter() - t0, 3)
-        reports[name] = rep.get("layers", {}).get(name, {})
     return seconds, reports
 
 
@@ -166,13 +190,16 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                   stat_test: str = "student", correction: str = "holm",
                   comparisons: Sequence[str] | str | None = None, alpha: float = 0.05,
                   per_query_table: str | Path | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> BeirEvaluation:
+                  progress: Callable[[int, int], None] | None = None,
+                  build_progress: Callable[[str, int, int], None] | None = None) -> BeirEvaluation:
     """Run the evaluation (see the module docstring) and keep the per-query lists.
     ``checkpoint``: a JSONL file each finished query is appended to; a rerun with the same file
     and settings skips the queries it holds (:mod:`lar_evals.checkpoint`). ``stat_test``
     (``student``, ``fisher``), ``correction`` (``holm``, ``bonferroni``, ``fdr_bh``, ``none``),
     ``comparisons`` (``["adaptive/best", ...]``, default: :func:`lar_evals.compare.default_comparisons`)
-    and ``alpha``: the significance tests (:mod:`lar_evals.significance`)."""
+    and ``alpha``: the significance tests (:mod:`lar_evals.significance`). ``progress(done,
+    total)`` after each query and ``build_progress(layer, built, total)`` during the build
+    (:class:`lar_evals.progress.Bars` gives both)."""
     import lar
 
     from lar_evals.significance import check_test
@@ -209,7 +236,7 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
     try:
         routes = resolve_routes(eng, routes)
         order = eng.layer_order(routes)  # the orchestrator's order: fusion reads lists in it
-        build_s, build_reports = build_layers(eng, routes, build_timebox)
+        build_s, build_reports = build_layers(eng, routes, build_timebox, build_progress)
         status = {ls.name: ls for ls in eng.status(scope).layers}
         coverage = {r: round(status[r].coverage, 4) for r in routes}
         ev = BeirEvaluation(summary={}, qids=qids, qrels={q: data.qrels[q] for q in qids},

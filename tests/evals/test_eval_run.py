@@ -25,13 +25,13 @@ def test_summary_schema(evaluation):
     assert s["n_queries"] == 5
     assert s["settings"]["routes"] == sorted(ROUTES)  # engine order
     assert set(s["routes"]) == set(ROUTES)
-    assert list(s["fusion"]) == ["rrf", "route-unique", "combsum", "combmnz"]
+    assert list(s["fusion"]) == ["adaptive", "rrf", "route-unique", "combsum", "combmnz"]
     for vals in [*s["routes"].values(), *s["fusion"].values(), s["default"]]:
         assert list(vals) == METRICS
         assert all(isinstance(v, float) and 0.0 <= v <= 1.0 for v in vals.values())
     assert set(s["timing"]["build_s"]) == {"bm25", "trigram"}
     assert all(isinstance(v, float) for v in s["timing"]["build_s"].values())
-    for label in [*ROUTES, "rrf", "route-unique", "combsum", "combmnz", "default"]:
+    for label in [*ROUTES, "adaptive", "rrf", "route-unique", "combsum", "combmnz", "default"]:
         t = s["timing"]["query_ms"][label]
         assert t["mean"] > 0 and t["p95"] >= 0
     assert s["coverage"] == {r: 1.0 for r in sorted(ROUTES)}
@@ -53,8 +53,8 @@ def test_trec_run_files(evaluation):
     runs = out / "result" / "runs"
     names = sorted(p.name for p in runs.iterdir())
     assert names == sorted([f"route-{r}.trec" for r in ROUTES]
-                           + [f"fusion-{p}.trec" for p in ["rrf", "route-unique", "combsum", "combmnz"]]
-                           + ["default.trec", "route-lists.jsonl.gz"])
+                           + [f"fusion-{p}.trec" for p in ["adaptive", "rrf", "route-unique", "combsum", "combmnz"]]
+                           + ["default.trec", "route-lists.jsonl.gz", "per-query.tsv"])
     import gzip
     import json
 
