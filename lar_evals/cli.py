@@ -101,6 +101,9 @@ def add_beir_arguments(b: argparse.ArgumentParser) -> None:
                         "best route); default: rrf/route-unique and every policy and default vs best")
     b.add_argument("--per-query", default=None, metavar="FILE",
                    help="per-query table (.tsv, .csv, .parquet; default <runs dir>/per-query.tsv)")
+    b.add_argument("--anchors", type=csv_list, default=None, metavar="NAMES",
+                   help="published BM25 anchors run on the same documents and queries: bm25s, "
+                        "tantivy, pyserini (when installed); compare with --compare bm25/anchor:bm25s")
     b.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
     b.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
@@ -127,6 +130,8 @@ def format_summary(s: dict[str, Any]) -> str:
     rows = [(f"route {r}", v, qms.get(r)) for r, v in s["routes"].items()]
     rows += [(f"fusion {p}", v, qms.get(p)) for p, v in s["fusion"].items()]
     rows.append(("default", s["default"], qms.get("default")))
+    rows += [(f"anchor {n}", a["metrics"], a.get("query_ms")) for n, a in (s.get("anchors") or {}).items()
+             if "metrics" in a]
     width = max(len(r[0]) for r in rows)
     out = [f"{s['dataset']}/{s['split']}: {s['n_queries']} queries, k={s['settings']['k']}, "
            f"timebox {s['settings']['timebox']:g}s",
@@ -184,7 +189,7 @@ def run_beir_command(args: argparse.Namespace) -> int:
                            anytime_queries=args.anytime_queries, anytime_stages=args.anytime_stages,
                            checkpoint=args.checkpoint, stat_test=args.stat_test,
                            correction=args.correction, comparisons=args.compare, alpha=args.alpha,
-                           per_query_table=args.per_query,
+                           per_query_table=args.per_query, anchors=args.anchors,
                            progress=bars.queries if bars else None,
                            build_progress=bars.build if bars else None)
     finally:

@@ -95,13 +95,14 @@ def resolve_comparisons(spec: Sequence[str] | str | None, labels: Sequence[str],
 def significance(ev: "BeirEvaluation", routes: Sequence[str], fusion: Sequence[str],
                  metrics: Sequence[str], alpha: float = ALPHA, *, comparisons=None,
                  stat_test: str = "student", correction: str = "holm",
-                 n_permutations: int = 10000, n_bootstrap: int = 2000, seed: int = 0
-                 ) -> dict[str, Any]:
+                 n_permutations: int = 10000, n_bootstrap: int = 2000, seed: int = 0,
+                 extra_labels: Sequence[str] = ()) -> dict[str, Any]:
     """Paired tests of the comparisons, corrected per metric (:mod:`lar_evals.significance`)."""
     from lar_evals.significance import paired_tests
 
     best = best_route(ev, routes, metrics[0])
     labels = [f"route:{r}" for r in routes] + [f"fusion:{p}" for p in fusion] + ["default"]
+    labels += list(extra_labels)  # e.g. anchor:bm25s
     pairs = resolve_comparisons(comparisons, labels, fusion, best)
     out = paired_tests(ev.per_query, pairs, metrics, sorted(ev.qrels), stat_test=stat_test,
                        correction=correction, alpha=alpha, n_permutations=n_permutations,
@@ -194,7 +195,8 @@ def per_type_breakdown(ev: "BeirEvaluation", data: "BeirData", labels: Sequence[
 def compare_all(ev: "BeirEvaluation", routes: Sequence[str], fusion: Sequence[str],
                 metrics: Sequence[str], k: int, **tests: Any) -> dict[str, Any]:
     """The ``comparisons`` section of the summary (``tests``: options of :func:`significance`)."""
-    return {"significance": significance(ev, routes, fusion, metrics, **tests),
+    extra = tests.pop("extra_labels", ())
+    return {"significance": significance(ev, routes, fusion, metrics, extra_labels=extra, **tests),
             "route_unique_relevant": route_unique_relevant(ev, routes, fusion, k)}
 
 

@@ -27,6 +27,8 @@ def _rows(s: dict) -> list[tuple[str, str, dict]]:
     out += [(f"fusion:{p}", p, v or {}) for p, v in (s.get("fusion") or {}).items()]
     if isinstance(s.get("default"), dict) and s["default"]:
         out.append(("default", "default", s["default"]))
+    out += [(f"anchor:{n}", n, a["metrics"]) for n, a in (s.get("anchors") or {}).items()
+            if isinstance(a, dict) and isinstance(a.get("metrics"), dict)]
     return out
 
 

@@ -40,7 +40,7 @@ class Ms(float):
 _KNOWN = {"schema", "dataset", "split", "n_queries", "settings", "routes", "fusion", "default",
           "timing", "coverage", "build", "run_states", "data_report", "comparisons",
           "attribution", "per_type", "anytime", "anytime_stages", "runs_dir", "run_files",
-          "per_query", "per_query_table", "wins_losses"}
+          "per_query", "per_query_table", "wins_losses", "anchors"}
 
 
 def load_summaries(paths: list[str | Path]) -> list[dict]:
@@ -72,6 +72,10 @@ def _scores(s: dict) -> Table | None:
     groups = [("route", s.get("routes") or {}), ("fusion", s.get("fusion") or {})]
     if isinstance(s.get("default"), dict) and s["default"]:
         groups.append(("default", {"default": s["default"]}))
+    anchors = {n: a.get("metrics") or {} for n, a in (s.get("anchors") or {}).items()
+               if isinstance(a, dict) and "metrics" in a}
+    if anchors:
+        groups.append(("anchor", anchors))
     metrics = _metrics(*(g for _, g in groups))
     if not metrics:
         return None
@@ -79,7 +83,7 @@ def _scores(s: dict) -> Table | None:
     rows = []
     for kind, group in groups:
         for name, vals in group.items():
-            t = qms.get(name) or {}
+            t = (qms.get(name) or {}) if kind != "anchor" else (s["anchors"][name].get("query_ms") or {})
             rows.append([kind, name] + [vals.get(m) for m in metrics]
                         + [Ms(t.get("mean")), Ms(t.get("p95"))])
     return (["kind", "name"] + metrics + ["mean ms", "p95 ms"], rows,
@@ -192,6 +196,13 @@ def sections(s: dict) -> list[tuple[str, list[Any]]]:
 
     add("Scores", _scores(s))
     add("Build time and coverage", _layers(s))
+    anchors = s.get("anchors") or {}
+    if anchors:
+        add("Published anchors", "The same documents and queries through other BM25 "
+            "implementations (their own tokenizers and parameters).",
+            (["anchor", "build s", "settings"],
+             [[n, a.get("build_s"), a.get("settings") if "settings" in a else f"skipped: {a.get('skipped')}"]
+              for n, a in anchors.items()], set()))
     add("Per query type", _per_type(s))
     add("Anytime curve", _records(s.get("anytime")))
     add("Anytime curve per cascade stage", _records(s.get("anytime_stages")))

@@ -190,6 +190,7 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                   stat_test: str = "student", correction: str = "holm",
                   comparisons: Sequence[str] | str | None = None, alpha: float = 0.05,
                   per_query_table: str | Path | None = None,
+                  anchors: Sequence[str] | str | None = None,
                   progress: Callable[[int, int], None] | None = None,
                   build_progress: Callable[[str, int, int], None] | None = None) -> BeirEvaluation:
     """Run the evaluation (see the module docstring) and keep the per-query lists.
@@ -212,6 +213,10 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
     metrics = check_metrics(metrics)
     fusion = check_policies(fusion)
     check_test(stat_test, correction)
+    if anchors is not None:
+        from lar_evals.anchors import check_anchors
+
+        anchors = check_anchors(anchors)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise EvalConfigError(f"alpha must be between 0 and 1, got {alpha!r}")
     k = _positive_int(k, "k")
@@ -298,6 +303,7 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                          "scope": scope, "corpus_root": str(root), "state_dir": str(eng.state_dir),
                          "lar_version": getattr(lar, "__version__", None),
                          "stat_test": stat_test, "correction": correction, "alpha": float(alpha),
+                         "anchors": anchors,
                          "comparisons": comparisons,
                          "checkpoint": None if ckpt is None else str(ckpt.path),
                          "resumed_queries": 0 if ckpt is None else len(ckpt.resumed)},
@@ -314,12 +320,31 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
             "data_report": dict(data.report),
         }
         ev.summary = summary
+        anchor_labels: list[str] = []
+        if anchors:
+            from lar_evals.anchors import run_anchors
+
+            got = run_anchors(data.corpus, {q: data.queries[q]["text"] for q in qids}, ev.qrels,
+                              anchors, metrics, k)
+            summary["anchors"] = {}
+            for name, res in got.items():
+                if "skipped" in res:
+                    summary["anchors"][name] = res
+                    continue
+                label = f"anchor:{name}"
+                anchor_labels.append(label)
+                ev.per_query[label] = res["per_query"]
+                ev.rankings[label] = res["rankings"]
+                ev.scores[label] = res["scores"]
+                summary["anchors"][name] = {"metrics": res["metrics"], "build_s": res["build_s"],
+                                            "query_ms": res["query_ms"], "settings": res["settings"]}
         summary["comparisons"] = compare_all(ev, routes, fusion, metrics, attribution_k,
                                              comparisons=comparisons, stat_test=stat_test,
-                                             correction=correction, alpha=float(alpha), seed=seed)
+                                             correction=correction, alpha=float(alpha), seed=seed,
+                                             extra_labels=anchor_labels)
         summary["attribution"] = attribute(eng, ev, routes, k=attribution_k, scope=scope)
         summary["per_type"] = per_type_breakdown(ev, data, labels, metrics)
-        summary["per_query"] = per_query_section(ev, data, labels, metrics)
+        summary["per_query"] = per_query_section(ev, data, labels + anchor_labels, metrics)
         best = summary["comparisons"]["significance"].get("best_route")
         if best is not None:
             summary["wins_losses"] = {"a": "default", "b": f"route:{best}", "metric": metrics[0],
@@ -342,7 +367,7 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
         if runs_dir is not None:
             runs_dir = Path(runs_dir)
             files = {}
-            for label in labels:
+            for label in labels + anchor_labels:
                 name = label.replace(":", "-")
                 files[label] = write_trec(runs_dir / f"{name}.trec", ev.rankings.get(label, {}),
                                           f"lar-{name}", qids, ev.scores.get(label))
