@@ -226,6 +226,7 @@ def generate(corpus_dir: str | os.PathLike, kind: str, n: int, seed: int,
 
     queries, qrels, rejected = [], [], {}
     written_ov, produced_ov, sources = [], [], {}
+    by_type_ov: dict[str, list[dict]] = {}
     blanked: dict[str, list[tuple[int, int]]] = {}  # doc id -> character ranges to blank
     answers: dict[str, list[tuple[int, int]]] = {}  # doc id -> written answer spans
     seen: set[str] = set()
@@ -251,6 +252,7 @@ def generate(corpus_dir: str | os.PathLike, kind: str, n: int, seed: int,
             continue
         seen.add(query.lower())
         written_ov.append(ov)
+        by_type_ov.setdefault(target.kind, []).append(ov)
         sources[target.kind] = sources.get(target.kind, 0) + 1
         qid = f"{_ID_PREFIX[kind]}-{len(queries) + 1:05d}"
         queries.append(_query_row(qid, target.kind if kind == "paraphrase" else kind, query,
@@ -277,6 +279,9 @@ def generate(corpus_dir: str | os.PathLike, kind: str, n: int, seed: int,
                      "chars": sum(b - a for v in blanked.values() for a, b in _union(v))},
         "overlap": {"jaccard": distribution([o["jaccard"] for o in written_ov]),
                     "rare_leak": distribution([o["rare_leak"] for o in written_ov])},
+        "overlap_by_source": {t: {"jaccard": distribution([o["jaccard"] for o in v]),
+                                  "rare_leak": distribution([o["rare_leak"] for o in v])}
+                              for t, v in sorted(by_type_ov.items())},
         "overlap_generated": {"jaccard": distribution([o["jaccard"] for o in produced_ov]),
                               "rare_leak": distribution([o["rare_leak"] for o in produced_ov])},
         "thresholds": {"rare_df": RARE_DF, "max_paraphrase_jaccard": MAX_PARAPHRASE_JACCARD,

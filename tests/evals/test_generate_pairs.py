@@ -179,3 +179,20 @@ def test_merging_blanked_parts_blanks_the_union(pair_corpus, tmp_path):
     assert "merge_intervals Join overlapping ranges into disjoint pieces" in queries
     assert rep["n_written"] - rep["dropped_blanked_answers"] == len(queries)
     assert {q for q, _, _ in qrels} == {q["_id"] for q in queries.values()}
+
+
+def test_overlap_is_reported_per_pair_kind_and_by_set_stats(para_set, capsys):
+    from lar_evals.set_stats import main, set_stats
+
+    report = json.loads((para_set / "a" / "report.json").read_text())
+    assert set(report["overlap_by_source"]) == {"doc2code", "heading2section", "caption2text", "ref2env"}
+    assert all(v["jaccard"]["n"] == 1 and v["rare_leak"]["max"] == 0
+               for v in report["overlap_by_source"].values())
+    stats = set_stats(para_set / "a", samples=5)
+    _, queries, _, _ = read(para_set / "a")
+    for t, st in stats.items():
+        qs = [q for q in queries.values() if q["metadata"]["type"] == t]
+        assert st["n"] == len(qs) and st["jaccard"]["median"] == qs[0]["metadata"]["overlap"]
+    assert main([str(para_set / "a"), "--samples", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "| doc2code | 1 |" in out and "Join overlapping ranges into disjoint pieces." in out
