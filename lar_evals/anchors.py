@@ -16,7 +16,6 @@ harness writes for lar), scored with the same ranx metrics.
 from __future__ import annotations
 
 import re
-import statistics
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -100,7 +99,7 @@ def run_anchors(corpus: Mapping[str, Mapping[str, str]], queries: Mapping[str, s
     ``queries`` (``{qid: text}``) for ``k`` documents and score them against ``qrels``."""
     import importlib.util
 
-    from lar_evals.metrics import evaluate, rounded
+    from lar_evals.metrics import evaluate, latency, rounded
 
     names = check_anchors(names)
     ids = list(corpus)
@@ -127,6 +126,6 @@ def run_anchors(corpus: Mapping[str, Mapping[str, str]], queries: Mapping[str, s
         means, per_q = evaluate(qrels, rankings, metrics, name=name)
         out[name] = {"metrics": rounded(means), "per_query": per_q, "rankings": rankings,
                      "scores": scores, "build_s": round(build_s, 3),
-                     "query_ms": {"mean": round(1000 * statistics.fmean(times), 3) if times else None},
+                     "query_ms": latency(times),
                      "settings": settings}
     return out

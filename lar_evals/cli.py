@@ -140,8 +140,9 @@ def format_summary(s: dict[str, Any]) -> str:
         cells = "  ".join(f"{vals[m]:>10.4f}" if vals.get(m) is not None else f"{'-':>10}" for m in metrics)
         mean = t.get("mean") if t else None
         p95 = t.get("p95") if t else None
-        out.append(f"{label:<{width}}  {cells}  {mean if mean is not None else '-':>9}  "
-                   f"{p95 if p95 is not None else '-':>9}")
+        ms = [("-" if not isinstance(v, (int, float)) else f"{v:.2f}" if v < 1 else f"{v:.1f}")
+              for v in (mean, p95)]
+        out.append(f"{label:<{width}}  {cells}  {ms[0]:>9}  {ms[1]:>9}")
     if s["timing"]["build_s"]:
         out.append("build: " + ", ".join(f"{n} {t:.1f}s (coverage {s['coverage'].get(n, 0):.0%})"
                                          for n, t in s["timing"]["build_s"].items()))
