@@ -58,7 +58,7 @@ def scores_table(s: dict, metrics: Sequence[str] | None = None, digits: int = 4,
     best = {}
     for m in metrics:
         vals = [v.get(m) for _, _, v in rows if isinstance(v.get(m), (int, float))]
-        best[m] = max(vals) if vals else None
+        best[m] = max(vals) if len(set(vals)) > 1 else None  # nothing bold when all are equal
     marks = _marks(s)
     alpha = ((s.get("comparisons") or {}).get("significance") or {}).get("alpha", 0.05)
     best_route = ((s.get("comparisons") or {}).get("significance") or {}).get("best_route")
@@ -75,8 +75,7 @@ def scores_table(s: dict, metrics: Sequence[str] | None = None, digits: int = 4,
         for m in metrics:
             v = vals.get(m)
             cell = _num(v, digits)
-            if best[m] is not None and v == best[m] and sum(
-                    1 for _, _, x in rows if isinstance(x.get(m), (int, float))) > 1:
+            if best[m] is not None and v == best[m]:
                 cell = rf"\textbf{{{cell}}}"
             if (lab, m) in marks:
                 cell += rf"\textsuperscript{{{marks[(lab, m)]}}}"

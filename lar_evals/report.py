@@ -305,7 +305,7 @@ def _best(table: Table) -> dict[int, float]:
     best = {}
     for c in cols:
         vals = [r[c] for r in rows if isinstance(r[c], (int, float)) and not isinstance(r[c], bool)]
-        if len(vals) > 1:
+        if len(set(vals)) > 1:  # nothing bold when every value is the same
             best[c] = max(vals)
     return best
 

@@ -40,6 +40,11 @@ default & default & 0.5500\textsuperscript{\ddag} & -- \\
 """
 
 
+def test_nothing_is_bold_when_all_values_are_equal():
+    s = {"routes": {"a": {"recall@100": 1.0}, "b": {"recall@100": 1.0}}}
+    assert r"\textbf" not in scores_table(s)
+
+
 def test_per_type_table_and_escaping():
     t = per_type_table(S)
     assert r"list & rare-term (2) \\" in t
