@@ -94,12 +94,20 @@ def rounded(values: Mapping[str, float], digits: int = 4) -> dict[str, float | N
 
 
 # -- TREC run files ---------------------------------------------------------------------------
+def trec_id(i: str) -> str:
+    """``i`` as a TREC run field: ``%`` and whitespace percent-encoded (``a b.tex`` ->
+    ``a%20b.tex``; ids without either are unchanged), since run lines are split on whitespace."""
+    if "%" not in i and not any(c.isspace() for c in i):
+        return i
+    return "".join(f"%{ord(c):02X}" if c == "%" or c.isspace() else c for c in i)
+
+
 def check_trec_ids(ids: Iterable[str], what: str) -> None:
-    """TREC run lines are whitespace-separated: an id with whitespace cannot be written."""
+    """An empty id cannot be written to a TREC run file (whitespace is percent-encoded)."""
     for i in ids:
-        if not i or any(c.isspace() for c in i):
-            raise EvalDataError(f"{what} id {i!r} is empty or contains whitespace; it cannot be "
-                                "written to a TREC run file (leave out --runs-dir / out_dir)")
+        if not i:
+            raise EvalDataError(f"{what} id {i!r} is empty; it cannot be written to a TREC run "
+                                "file (leave out --runs-dir / out_dir)")
 
 
 def write_trec(path: Path, ranking: Ranking, tag: str, qids: Sequence[str],
@@ -132,7 +140,7 @@ def write_trec(path: Path, ranking: Ranking, tag: str, qids: Sequence[str],
                 values = [f"{len(docs) - i:.1f}" for i in range(len(docs))]
                 stats["rank_scores"] += 1
             for i, (d, v) in enumerate(zip(docs, values)):
-                fh.write(f"{q} Q0 {d} {i + 1} {v} {tag}\n")
+                fh.write(f"{trec_id(q)} Q0 {trec_id(d)} {i + 1} {v} {tag}\n")
                 stats["lines"] += 1
     kinds = [name for name, n in (("own", stats["own_scores"]), ("rank", stats["rank_scores"])) if n]
     return {**stats, "scores": "mixed" if len(kinds) > 1 else (kinds[0] if kinds else "none")}
@@ -170,7 +178,7 @@ def read_trec_scores(path: Path) -> dict[str, dict[str, float]]:
 
 
 __all__ = ["METRIC_FAMILIES", "PLACEHOLDER_DOC", "check_metrics", "check_trec_ids", "evaluate",
-           "read_trec", "read_trec_scores", "rounded", "to_run_dict", "write_trec"]
+           "read_trec", "read_trec_scores", "rounded", "to_run_dict", "trec_id", "write_trec"]
 
 
 def latency(seconds: Sequence[float]) -> dict[str, float | None]:

@@ -247,3 +247,14 @@ def test_write_trec_round_trips_scores_and_falls_back_to_ranks(tmp_path):
 
     run = ranx.Run.from_file(str(tmp_path / "r.trec"), kind="trec")  # readable by ranx
     assert run["q1"]["a"] == pytest.approx(12.345678901234567)
+
+
+def test_trec_ids_with_whitespace_are_percent_encoded(tmp_path):
+    from lar_evals.metrics import read_trec, trec_id, write_trec
+
+    assert trec_id("plain_id") == "plain_id"
+    assert trec_id("my paper/sec 1.tex") == "my%20paper/sec%201.tex"
+    assert trec_id("50%\tdone") == "50%25%09done"
+    write_trec(tmp_path / "r.trec", {"q 1": ["a b", "c"]}, "t", ["q 1"], {"q 1": {"a b": 2.0, "c": 1.0}})
+    assert (tmp_path / "r.trec").read_text().splitlines()[0] == "q%201 Q0 a%20b 1 2.0 t"
+    assert read_trec(tmp_path / "r.trec") == {"q%201": ["a%20b", "c"]}
