@@ -49,6 +49,8 @@ class Bars:
             return
         bar.total = total
         bar.update(done - bar.n)
+        if done >= total:  # stop its clock: the layer is built
+            bar.close()
 
     def queries(self, done: int, total: int) -> None:
         """``done`` of ``total`` queries scored."""
