@@ -37,19 +37,21 @@ WAITS = "never ends"
 GREP = _t("grep", {
     "--recursive": F, "--line-number": F, "--ignore-case": F, "--no-ignore-case": F,
     "--word-regexp": F, "--line-regexp": F, "--invert-match": F, "--count": F,
-    "--files-with-matches": F, "--files-without-match": F, "--no-filename": F,
-    "--with-filename": F, "--only-matching": F, "--no-messages": F, "--quiet": F,
+    "--files-with-matches": F, "--files-without-match": F, "--with-filename": F, "--only-matching": F, "--no-messages": F, "--quiet": F,
     "--silent": F, "--extended-regexp": F, "--fixed-strings": F, "--basic-regexp": F,
     "--perl-regexp": F, "--regexp": TEXT, "--after-context": INT, "--before-context": INT,
     "--context": INT, "--max-count": INT, "--include": GLOB, "--exclude": GLOB,
-    "--exclude-dir": GLOB, "--binary-files": TEXT, "--text": F, "--null": F, "--null-data": F,
-    "--byte-offset": F, "--initial-tab": F, "--label": TEXT,
+    "--exclude-dir": GLOB, "--binary-files": TEXT, "--text": F,
+    "--byte-offset": F, "--label": TEXT,
 }, {"-r": F, "-n": F, "-i": F, "-y": F, "-w": F, "-x": F, "-v": F, "-c": F, "-l": F, "-L": F,
-    "-h": F, "-H": F, "-o": F, "-s": F, "-q": F, "-E": F, "-F": F, "-G": F, "-P": F, "-e": TEXT,
-    "-A": INT, "-B": INT, "-C": INT, "-m": INT, "-I": F, "-a": F, "-Z": F, "-z": F, "-b": F,
-    "-T": F}, {"--dereference-recursive": FOLLOWS, "-R": FOLLOWS, "--file": READS, "-f": READS,
+    "-H": F, "-o": F, "-s": F, "-q": F, "-E": F, "-F": F, "-G": F, "-P": F, "-e": TEXT,
+    "-A": INT, "-B": INT, "-C": INT, "-m": INT, "-I": F, "-a": F, "-b": F}, {"--dereference-recursive": FOLLOWS, "-R": FOLLOWS, "--file": READS, "-f": READS,
                "--exclude-from": READS, "--directories": FOLLOWS, "-d": FOLLOWS,
-               "--devices": READS, "-D": READS, "--color": "not needed", "--colour": "not needed"})
+               "--devices": READS, "-D": READS, "--color": "not needed", "--colour": "not needed",
+               "--no-filename": "hides the file name the output filter checks",
+               "-h": "hides the file name the output filter checks",
+               "--null": "hides the file name the output filter checks",
+               "-Z": "hides the file name the output filter checks"})
 
 RG = _t("rg", {
     "--line-number": F, "--no-line-number": F, "--ignore-case": F, "--smart-case": F,
@@ -138,7 +140,7 @@ GIT_TABLES: dict[str, Table] = {
                           "--heading": F, "--break": F, "--quiet": F, "--column": F,
                           "--show-function": F, "--all-match": F, "--and": F, "--or": F,
                           "--not": F, "--no-color": F},
-                 {"-n": F, "-w": F, "-v": F, "-c": F, "-l": F, "-L": F, "-h": F, "-H": F,
+                 {"-n": F, "-w": F, "-v": F, "-c": F, "-l": F, "-L": F, "-H": F,
                   "-e": TEXT, "-E": F, "-F": F, "-P": F, "-G": F, "-A": INT, "-B": INT,
                   "-C": INT, "-I": F, "-q": F, "-p": F, "-i": F, "-o": F}),
     "blame": _git("blame", {"--porcelain": F, "--line-porcelain": F, "--show-email": F,
@@ -155,12 +157,14 @@ GIT_RELATIVE = ("diff", "log", "show")  # these get --relative (diff output unde
 FIND_PRIMARIES: dict[str, int] = {  # name -> how many values follow
     "-name": 1, "-iname": 1, "-path": 1, "-ipath": 1, "-wholename": 1, "-regex": 1,
     "-iregex": 1, "-type": 1, "-size": 1, "-mtime": 1, "-mmin": 1, "-newer": 1, "-empty": 0,
-    "-print": 0, "-print0": 0, "-not": 0, "!": 0, "-a": 0, "-and": 0, "-o": 0, "-or": 0,
+    "-print": 0, "-not": 0, "!": 0, "-a": 0, "-and": 0, "-o": 0, "-or": 0,
     "(": 0, ")": 0, "-true": 0, "-false": 0, "-readable": 0, "-executable": 0, "-links": 1,
 }
-FIND_GLOBAL: dict[str, int] = {"-maxdepth": 1, "-mindepth": 1}
-FIND_ACTIONS = frozenset({"-print", "-print0"})
+FIND_GLOBAL: dict[str, int] = {"-maxdepth": 1}  # -mindepth would skip the pruning of hidden
+FIND_ACTIONS = frozenset({"-print"})
 FIND_REFUSED = {"-exec": RUNS, "-execdir": RUNS, "-ok": RUNS, "-okdir": RUNS, "-delete": WRITES,
                 "-fprint": WRITES, "-fprint0": WRITES, "-fprintf": WRITES, "-fls": WRITES,
                 "-L": FOLLOWS, "-H": FOLLOWS, "-follow": FOLLOWS, "-files0-from": READS,
-                "-printf": "not needed", "-ls": "not needed"}
+                "-printf": "not needed", "-ls": "not needed",
+                "-mindepth": "skips the pruning of hidden entries and lar's state",
+                "-print0": "hides the names the output filter checks"}

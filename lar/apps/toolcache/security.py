@@ -48,6 +48,7 @@ _REV = re.compile(r"(\^?)([A-Za-z0-9_][A-Za-z0-9_./@-]*?)((?:[~^][0-9]*)*)")
 _GIT_PREFIX = ("--no-pager", "-c", "core.fsmonitor=false", "-c", "core.pager=cat",
                "-c", "diff.external=", "-c", "color.ui=false", "-c", "core.hooksPath=/dev/null")
 _GIT_DIFFING = ("--no-ext-diff", "--no-textconv", "--relative")
+_GIT_NOT_HIDDEN = (":(exclude,glob)**/.*", ":(exclude,glob)**/.*/**")  # hidden: never material
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _DIFF_HEAD = re.compile(r"^diff --git (\S+) (\S+)")
 _TOKEN_SPLIT = re.compile(r"[\s'\"=(),<>\[\]{}]+")
@@ -81,10 +82,20 @@ class Guard:
                                           "such as 'rg' (no path, no spaces)")
         self.allowed = tuple(dict.fromkeys(names))
         self.home = str(home) if home else os.devnull
+        self._listed: frozenset[str] | None = None
 
     # -- paths ------------------------------------------------------------------------------
     def in_scope(self, p: Path) -> bool:
         return inside(p, self.root) and not any(inside(p, h) for h in self.hidden)
+
+    def material_path(self, p: Path) -> bool:
+        """False for a path inside the root with a hidden component, or an existing file that
+        ripgrep's ignore rules leave out."""
+        rel = self._rel(p)
+        if any(x.startswith(".") for x in Path(rel).parts if x != "."):
+            return False
+        real = Path(os.path.realpath(p))
+        return not real.is_file() or (inside(real, self.root) and self._rel(real) in self.listed())
 
     def _rel(self, p: Path) -> str:
         return "." if p == self.root else p.relative_to(self.root).as_posix()
@@ -141,6 +152,7 @@ class Guard:
             raise ToolNotAllowedError(f"command {name!r} is not on the allow-list; allowed: "
                                       f"{', '.join(self.allowed)} (give the bare name as argv[0])")
         where = self.resolve_cwd(cwd)
+        self._listed = None  # files come and go: list them afresh for each command
         args = list(argv[1:])
         run_args = self._check_args(name, args, where)
         from lar.apps.toolcache.runner import resolve_executable
@@ -186,6 +198,21 @@ class Guard:
             if hidden:
                 raise ToolNotAllowedError(f"argument {arg!r} names a hidden path ({hidden[0]!r}); "
                                           "hidden and ignored files are never material")
+            real = Path(os.path.realpath(full))  # a symlink counts as the file it names
+            if not real.is_dir() and self._rel(real) not in self.listed():
+                raise ToolNotAllowedError(f"argument {arg!r} names a file ripgrep's ignore rules "
+                                          "leave out (.gitignore, .ignore, .larignore); ignored "
+                                          "files are never material")
+
+    def listed(self) -> frozenset[str]:
+        """The root-relative files ripgrep lists (its ignore rules, no hidden files, not lar's
+        state): what may be material. Listed once per command checked or output served."""
+        if self._listed is None:
+            from lar.store.scanner import list_files
+
+            rels = [self._rel(h) + "/**" for h in self.hidden]
+            self._listed = frozenset(list_files(self.root, rels))
+        return self._listed
 
     def _check_values(self, table: Table, parsed: Parsed, cwd: Path) -> None:
         for opt, value in parsed.options:
@@ -238,7 +265,7 @@ class Guard:
             self.check_operand(p, cwd)
         extra = list(_GIT_DIFFING) if sub in GIT_RELATIVE else []
         return [*_GIT_PREFIX, sub, *extra, *parsed.canonical(), *pattern, *peeled, "--",
-                *(paths or ["."])]
+                *(paths or ["."]), *_GIT_NOT_HIDDEN]
 
     @staticmethod
     def _revision(sub: str, rev: str) -> str:
@@ -325,6 +352,7 @@ class Guard:
         """Line index -> the notice that replaces the line (it names a path out of scope)."""
         out: dict[int, str] = {}
         memo: dict[str, str | None] = {}
+        self._listed = None
 
         def notice(p: str) -> str | None:
             if p not in memo:
@@ -334,6 +362,8 @@ class Guard:
                     memo[p] = WITHHELD.format(path=p)
                 elif not self.in_scope(lexical) or not self.in_scope(real):
                     memo[p] = STATE_WITHHELD
+                elif not self.material_path(lexical):
+                    memo[p] = IGNORED_WITHHELD
                 else:
                     memo[p] = None
             return memo[p]
@@ -361,3 +391,4 @@ class Guard:
 
 WITHHELD = "[lar: line withheld: it names {path}, outside the root]"
 STATE_WITHHELD = "[lar: line withheld: it is in lar's state folder]"
+IGNORED_WITHHELD = "[lar: line withheld: it names a hidden or ignored file]"
