@@ -8,9 +8,6 @@ from pathlib import Path
 import pytest
 
 from lar.apps.toolcache import ToolCache, ToolNotAllowedError
-from lar.apps.toolcache.options import parse
-from lar.apps.toolcache.policy import GIT_TABLES, GREP, TAIL
-from lar.core.scope import material, state_glob
 
 
 def _git(repo: Path, *args: str) -> None:
@@ -112,6 +109,8 @@ def test_scope_double_star_never_reaches_state_dir(tmp_path):
             assert paths <= {"src/a.py"}, (scope, paths)
     finally:
         eng.close()
+    from lar.core.scope import material, state_glob
+
     assert state_glob(root, root / ".lar") == ".lar/**"
     assert not material(".lar/tools/outputs/x.out", ".lar/**") and material("src/a.py", ".lar/**")
     assert not material("cache/x", "cache/**") and not material("a/.env")
@@ -142,6 +141,9 @@ def test_git_global_options_and_config_are_refused(world):
 
 
 def test_matcher_canonicalises_what_it_allows():
+    from lar.apps.toolcache.options import parse
+    from lar.apps.toolcache.policy import GIT_TABLES, GREP, TAIL
+
     p = parse(GREP, ["-rnA3", "--inc=*.py", "--max", "2", "-e", "-x", "--", "-v"])
     assert p.canonical() == ["-r", "-n", "-A", "3", "--include=*.py", "--max-count=2", "-e", "-x"]
     assert p.operands == ("-v",)

@@ -222,8 +222,9 @@ def snapshot(*dirs: Path) -> dict[str, bytes]:
     return out
 
 
-async def _drive(root: Path, rows) -> list[tuple[bool, str, bool]]:
-    """(ok, reply text, alive after) per row, all through one server."""
+async def _drive(root: Path, rows, watched: tuple[Path, ...]) -> list[tuple]:
+    """(ok, reply text, alive after, PWNED written, watched files changed) per row, all through
+    one server; a PWNED marker is removed after its row so each row is judged on its own."""
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     pw = root.parents[1] / "pwned" / "PWNED"
@@ -235,6 +236,7 @@ async def _drive(root: Path, rows) -> list[tuple[bool, str, bool]]:
         command=sys.executable, cwd=str(root), env=env,
         args=["-m", "lar.apps.cli", "mcp", "--root", str(root), "--layers", ",".join(LAYERS)])
     results = []
+    prev = snapshot(*watched)
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -247,8 +249,13 @@ async def _drive(root: Path, rows) -> list[tuple[bool, str, bool]]:
                 except Exception as exc:  # a transport error counts as a refusal with a reason
                     ok, text = False, f"client error: {exc}"
                 alive = await session.call_tool("inventory", {"limit": 1})
+                pwned = pw.exists()
+                pw.unlink(missing_ok=True)
+                now = snapshot(*watched)
                 results.append((ok, text, not alive.is_error
-                                and json.loads(alive.content[0].text)["total"] == 2))
+                                and json.loads(alive.content[0].text)["total"] == 2,
+                                pwned, now != prev))
+                prev = now
     return results
 
 
@@ -257,10 +264,8 @@ def table(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("attack")
     repo, root = make_world(tmp)
     rows = _rows(str(tmp))
-    before = snapshot(tmp / "outside", tmp / "pwned", repo)
-    results = anyio.run(_drive, root, rows)
-    after = snapshot(tmp / "outside", tmp / "pwned", repo)
-    return rows, results, before, after, tmp
+    results = anyio.run(_drive, root, rows, (tmp / "outside", tmp / "pwned", repo))
+    return rows, results
 
 
 ROWS = _rows("/TMP")
@@ -272,18 +277,19 @@ def test_the_table_is_large_enough():
 
 @pytest.mark.parametrize("i", range(len(ROWS)), ids=[r[0] for r in ROWS])
 def test_attack(table, i):
-    rows, results, before, after, tmp = table
+    rows, results = table
     rid, tool, args, expect = rows[i]
-    ok, text, alive = results[i]
+    ok, text, alive, pwned, changed = results[i]
     asked = json.dumps(args)[:2_000_000]
     assert alive, f"{rid}: the server stopped answering"
-    assert not (tmp / "pwned" / "PWNED").exists(), f"{rid}: a program ran (PWNED written)"
-    assert after == before, f"{rid}: files outside the root (or above it) changed"
+    assert not pwned, f"{rid}: a program ran (PWNED written)"
+    assert not changed, f"{rid}: files outside the root (or above it) changed"
     for s in SECRETS:
         assert s not in text, f"{rid}: the reply holds {s}: {text[:300]}"
     for name in NAMES_ABOVE:
         assert name in asked or name not in text, f"{rid}: the reply names {name}"
     if expect == REFUSE:
         assert not ok, f"{rid}: was not refused: {text[:300]}"
-        err = json.loads(text)["error"] if text.startswith("{") else text
-        assert len(err) > 20, f"{rid}: the error does not say what was wrong: {err!r}"
+        body = json.loads(text) if text.startswith("{") else {"error": text}
+        assert len(body["error"]) > 20, f"{rid}: the error does not say what was wrong: {body}"
+        assert body.get("type") != "ToolTimeoutError", f"{rid}: it ran (until the timeout)"
