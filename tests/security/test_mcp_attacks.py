@@ -289,9 +289,9 @@ def test_attack(table, i):
         assert s not in text, f"{rid}: the reply holds {s}: {text[:300]}"
     for name in NAMES_ABOVE:
         assert name in asked or name not in text, f"{rid}: the reply names {name}"
-    assert total == 2, f"{rid}: the index now holds {total} files, not the 2 material ones"
     if expect == REFUSE:
         assert not ok, f"{rid}: was not refused: {text[:300]}"
         body = json.loads(text) if text.startswith("{") else {"error": text}
         assert len(body["error"]) > 20, f"{rid}: the error does not say what was wrong: {body}"
         assert body.get("type") != "ToolTimeoutError", f"{rid}: it ran (until the timeout)"
+    assert total == 2, f"{rid}: the index now holds {total} files, not the 2 material ones"
