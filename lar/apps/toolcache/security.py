@@ -3,17 +3,14 @@ arguments, and which cached lines are served.
 
 Running. A command is an argv list, never a shell line: nothing the caller sends is expanded.
 ``argv[0]`` must be a bare name on the allow-list (``DEFAULT_ALLOWED`` unless configured); it is
-looked up on PATH (absolute PATH entries only; ``rg`` falls back to the ripgrep lar ships).
-The working directory must resolve inside the root. Every argument that is not an option, and
-the value of every ``--option=value``, is checked as a path: joined to the working directory it
-must stay inside the root lexically (no ``..`` escape, no absolute path outside) and after
-resolving symlinks. Options that run other programs, write files, or follow symlinks out of the
-tree are refused per command (``REFUSED``). ``git`` runs only the subcommands in
-``GIT_SUBCOMMANDS`` given directly after ``git``; arguments containing ``:`` (``rev:path``,
-pathspec magic such as ``:/``) are refused; it runs with ``--no-pager``, fsmonitor, external diff
-and textconv disabled, no system or global config, and ``--relative`` for diff, log and show.
-Commands get a small fixed environment (PATH, a UTF-8 C locale, git variables) and an empty
-stdin.
+looked up on PATH (absolute entries outside the root; ``rg`` falls back to the ripgrep lar
+ships) and runs with ``SAFE_PATH`` and a fixed environment. The working directory must resolve
+inside the root. Options are matched against the command's allow list (``policy``) after its
+own abbreviation rules (``options``) and passed on spelled in full; operands must resolve
+inside the root lexically and after symlinks, may not be hidden or in lar's state folder, and
+an existing file must be one ripgrep lists. git runs only ``GIT_SUBCOMMANDS`` with no global
+options; revisions with ``:`` or ``{`` are refused, others peeled to commits; pathspecs are
+limited to the root (``-- .`` when none) with hidden paths excluded. See docs/security.md.
 
 Serving. A cached output is served only when its record says the guard of this same root ran
 it, its working directory still resolves inside the root, and its path arguments still do (a
