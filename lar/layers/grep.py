@@ -307,7 +307,9 @@ class GrepLayer(BaseLayer):
             batch = list(itertools.islice(ordered, batch_size))
             if not batch:
                 break
-            todo = sorted({_path_str(t[0]) for t in batch} - current.keys())
+            # never stat or hash a path that may not be material (a second guard behind rg)
+            todo = sorted({p for p in (_path_str(t[0]) for t in batch) if material(p, state)}
+                          - current.keys())
             if todo:
                 current.update(self.ctx.detect(todo) if self.ctx.detect else {})
             for raw_path, matches, score in batch:

@@ -44,6 +44,10 @@ def test_git_grep_open_files_abbreviation_is_refused(world):
         with pytest.raises(ToolNotAllowedError, match="open-files-in-pager|'-O'"):
             tc.run(argv)
     assert not (tmp / "PWNED").exists()
+    # what the matcher resolves is what git does: it takes --open-files as the pager option
+    real = subprocess.run(["git", "grep", "--open-files=true", "-e", "alpha"], cwd=root,
+                          capture_output=True, text=True)
+    assert real.returncode == 0 and real.stdout == ""  # the "pager" (true) ran, no listing
 
 
 def test_grep_deref_abbreviation_is_refused(world):
@@ -62,6 +66,12 @@ def test_git_diff_no_relative_abbreviation_is_refused(world):
                  ["git", "log", "-p", "--no-relative"]):
         with pytest.raises(ToolNotAllowedError, match="--no-relative"):
             tc.run(argv)
+    def real(*args):
+        return subprocess.run(["git", "diff", *args], cwd=world[1], capture_output=True,
+                              text=True).stdout
+    # git itself reads --no-rel as --no-relative: it undoes --relative
+    assert "ABOVE-CHANGED" not in real("--relative")
+    assert "ABOVE-CHANGED" in real("--relative", "--no-rel")
     diff = tc.fetch(tc.run(["git", "diff"]).id).text
     assert "alpha = 2" in diff and "ABOVE" not in diff and "above.txt" not in diff
 
