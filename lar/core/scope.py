@@ -128,3 +128,25 @@ class Scope:
             "exclude": list(self.exclude),
             "hashes": None if self.hashes is None else sorted(self.hashes),
         }
+
+
+def state_glob(root: Path, state_dir: Path) -> str | None:
+    """The root-relative glob of lar's state folder (``.lar/**``) when it lies inside the root,
+    else None. Give it to ripgrep as an excluding glob (``--glob '!.lar/**'``)."""
+    try:
+        rel = Path(state_dir).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return None
+    return None if rel in ("", ".") else f"{rel}/**"
+
+
+def material(path: str, state: str | None = None) -> bool:
+    """False for a root-relative path that may never be material whatever the scope says: one
+    inside lar's state folder (``state``: the glob ``state_glob`` gives), or with a hidden component (``.git/x``, ``.lar/x``, ``a/.env``).
+    A second guard behind ripgrep's ignore rules, which decide what is listed at all."""
+    parts = PurePosixPath(path).parts
+    if any(p.startswith(".") and p not in (".", "..") for p in parts):
+        return False
+    if state is not None and (path == state[:-3] or path.startswith(state[:-2])):
+        return False  # ``state`` is state_glob()'s answer, e.g. 'cache/lar/**'
+    return True

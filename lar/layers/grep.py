@@ -23,6 +23,7 @@ from typing import Any
 
 from lar.core.errors import QueryError
 from lar.core.layer import BaseLayer, Budget, ScopeView
+from lar.core.scope import material, state_glob
 from lar.store.rg import BASE_FLAGS, ignore_flags, rg_path
 from lar.core.types import Hit, Span
 
@@ -120,10 +121,14 @@ class GrepLayer(BaseLayer):
                 "insensitive": ["--ignore-case"]}[q.case]
         if not q.regex:
             cmd.append("--fixed-strings")
-        for g in scope.scope.include:
-            cmd += ["--glob", g]
+        # Include globs are applied to the hits, not given to rg: a positive --glob overrides
+        # ripgrep's ignore rules (scope '**' would reach ignored files, hidden ones, lar's state).
+        # Excluding globs only narrow, so they go to rg; lar's state folder is always excluded.
         for g in scope.scope.exclude:
             cmd += ["--glob", f"!{g}"]
+        state = state_glob(self.ctx.root, self.ctx.state_dir)
+        if state:
+            cmd += ["--glob", f"!{state}"]
         for p in q.patterns:
             cmd += ["-e", p]
         cmd.append("./")
@@ -296,18 +301,21 @@ class GrepLayer(BaseLayer):
         hits: list[Hit] = []
         seen: set[tuple[str, int]] = set()
         current: dict[str, str | None] = {}
+        state = state_glob(self.ctx.root, self.ctx.state_dir)
         batch_size = max(16, budget.pool * 2)
         while len(hits) < budget.pool:
             batch = list(itertools.islice(ordered, batch_size))
             if not batch:
                 break
-            todo = sorted({_path_str(t[0]) for t in batch} - current.keys())
+            # never stat or hash a path that may not be material (a second guard behind rg)
+            todo = sorted({p for p in (_path_str(t[0]) for t in batch) if material(p, state)}
+                          - current.keys())
             if todo:
                 current.update(self.ctx.detect(todo) if self.ctx.detect else {})
             for raw_path, matches, score in batch:
                 path = _path_str(raw_path)
                 h = current.get(path)
-                if h is None or not scope.scope.matches(path, h):
+                if h is None or not scope.scope.matches(path, h) or not material(path, state):
                     continue
                 off0, m0 = matches[0]
                 found = self._line_at(path, off0, m0)
