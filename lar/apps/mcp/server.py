@@ -102,14 +102,19 @@ def build_server(tools: LarTools):
 
 def serve(root: str | os.PathLike, *, state: str | os.PathLike | None = None,
           allowed_commands: Sequence[str] | None = None, config: Mapping[str, Any] | None = None,
-          layers: Sequence[str] | None = None) -> None:
-    """Serve ``root`` over stdio until the client closes the connection."""
+          layers: Sequence[str] | None = None, background: bool | None = None) -> None:
+    """Serve ``root`` over stdio until the client closes the connection. The engine builds in
+    the background (yielding to searches) unless ``background=False`` or the environment sets
+    ``LAR_BACKGROUND_BUILD=0``."""
     require("mcp", "agent")
     import anyio
     from mcp.server.stdio import stdio_server
 
+    from lar.engine.facade import interactive_background
+
     tools = LarTools(root, state=state, allowed_commands=allowed_commands, config=config,
-                     layers=layers)
+                     layers=layers,
+                     background=interactive_background() if background is None else background)
     server = build_server(tools)
 
     async def main() -> None:

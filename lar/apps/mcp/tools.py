@@ -119,7 +119,8 @@ class LarTools:
 
     def __init__(self, root: str | Path, *, state: str | Path | None = None,
                  allowed_commands: Sequence[str] | None = None,
-                 config: Mapping[str, Any] | None = None, layers: Sequence[str] | None = None):
+                 config: Mapping[str, Any] | None = None, layers: Sequence[str] | None = None,
+                 background: bool = False):
         from lar.engine.facade import default_state_dir
 
         root_path = Path(root).expanduser()
@@ -129,6 +130,7 @@ class LarTools:
         self.state = Path(state).expanduser().resolve() if state else default_state_dir(self.root)
         self.config = dict(config or {})
         self.layers = list(layers) if layers else None
+        self.background = bool(background)  # build in the background once the engine opens
         self.tools = ToolCache(self.state / "tools", root=self.root, allowed_commands=allowed_commands,
                                hidden=[self.state])
         self._engine = None
@@ -141,7 +143,8 @@ class LarTools:
         if self._engine is None:
             import lar
 
-            self._engine = lar.open(self.root, self.state, config=self.config)
+            self._engine = lar.open(self.root, self.state, config=self.config,
+                                    background=self.background)
         return self._engine
 
     def tool_engine(self):
