@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("query", type=query_arg, help="text, or a JSON mapping {layer: query}")
     add_search_arguments(s)
     s.add_argument("--full", action="store_true", help="with --json: evidence per layer too")
+    s.add_argument("--all-runs", action="store_true",
+                   help="list every layer's run, skipped ones too (default: the layers that ran, "
+                        "failed or were named)")
     f = sub.add_parser("fetch", parents=[common], help="full text of a hit id")
     f.add_argument("id")
     f.add_argument("--context", type=int, default=0, help="lines of context on each side")
@@ -68,6 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
         e = sub.add_parser(name, add_help=False, help=f"{name} ... (from {ep.value})")
         e.add_argument("args", nargs=argparse.REMAINDER)
     return p
+
+
+def search_failed(res) -> str | None:
+    """Why a search answered nothing it was asked for: every layer the caller named (or, when
+    none was named, every layer that did not skip) failed. None when any of them ran."""
+    named = set(res.layers) if res.layers is not None else None
+    runs = [r for r in res.runs if (r.name in named if named is not None else r.state.value != "skipped")]
+    if runs and all(r.state.value == "failed" for r in runs):
+        return "; ".join(f"{r.name} failed: {r.reason}" for r in runs)
+    return None
 
 
 def plugin_commands() -> dict[str, Any]:
@@ -186,7 +199,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.json:
                     print(res.to_json(full=args.full, indent=2))
                 else:
-                    print(res)
+                    print(res.format(all_runs=args.all_runs))
+                failed = search_failed(res)
+                if failed:
+                    print(f"lar: error: {failed}", file=sys.stderr)
+                    return 1
             elif args.cmd == "fetch":
                 _print(eng.fetch(args.id, context=args.context), args.json)
             elif args.cmd == "inventory":

@@ -13,6 +13,7 @@ import os
 import re
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -336,6 +337,7 @@ class Engine(Recording):
         hits = self.enrich(out.hits, view.scope)
         if request.tokens is not None:
             hits = within_tokens(hits, request.tokens)
+        hits = [h if h.rank == i else replace(h, rank=i) for i, h in enumerate(hits, 1)]
         elapsed = time.monotonic() - t_call
         if hits:
             self._bg.submit(self._after_search, [h.hash for h in hits])
@@ -344,7 +346,8 @@ class Engine(Recording):
                       elapsed=elapsed, k=request.k, fusion=settings.policy, emphasis=request.emphasis,
                       first_result=(out.first_result + (out.started - t_call))
                       if out.first_result is not None else None,
-                      pool=dict(out.pool), layer_hits=out.layer_hits)
+                      pool=dict(out.pool), layer_hits=out.layer_hits, score_scale=out.score_scale,
+                      layers=tuple(request.layers) if request.layers is not None else None)
 
     async def _spare_build(self, chosen: Sequence[tuple[str, Any]], deadline: float) -> None:
         """Spend what is left of the timebox (up to ``deadline``) building the chosen layers'

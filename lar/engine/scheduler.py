@@ -8,7 +8,7 @@ stops cleanly. Every unit is one atomic step: stopping loses at most the unit in
 
 ``spare(names, deadline, cancel)`` is a search's spare time: what is left of its timebox after
 its layers answered goes to the units its candidates came from (every selected building layer,
-unit by unit), then to the rest of each layer. It starts a unit only when the layer's measured
+unit by unit), then to the rest of each layer, the layers sharing the time equally. It starts a unit only when the layer's measured
 time per unit fits before the deadline, and it builds a model layer only once that layer has
 built a unit in this process (its model is loaded): loading a model takes seconds, which a
 search's timebox does not have (the background builder or ``eng.build`` loads it).
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from typing import Any, Iterable
 
 from lar.core.layer import Unit
@@ -102,19 +103,24 @@ class Builder:
                 return (not cancel.is_set() and not self.cancel_spare.is_set()
                         and time.monotonic() + est < deadline)
 
-            # the candidates' units first, across layers
-            for name, layer in chosen:
-                for u in self.order(layer.pending(first)):
+            # the candidates' units first, then the rest; the layers share the time equally
+            # (the one that has spent least builds next), so a slow layer does not starve the rest
+            for stage in (lambda l: self.order(l.pending(first)), self.plan):
+                queues = {name: deque(todo) for name, todo in ((n, stage(l)) for n, l in chosen)
+                          if todo}
+                spent = dict.fromkeys(queues, 0.0)
+                layer_of = dict(chosen)
+                while queues:
+                    name = min(queues, key=lambda n: spent[n])
                     if not fits(name):
-                        break
-                    self.build_unit(name, layer, u)
-                    built += 1
-            # then the rest, cheapest layer first
-            for name, layer in chosen:
-                for u in self.plan(layer):
-                    if not fits(name):
-                        break
-                    self.build_unit(name, layer, u)
+                        del queues[name]
+                        continue
+                    unit = queues[name].popleft()
+                    if not queues[name]:
+                        del queues[name]
+                    t = time.monotonic()
+                    self.build_unit(name, layer_of[name], unit)
+                    spent[name] += time.monotonic() - t
                     built += 1
             self.built_in_spare_time += built
             return built

@@ -55,8 +55,10 @@ def test_tool_layer_in_process(tmp_path):
     try:
         r = tools.call("search", {"query": "parse_deadline", "timebox": "5s", "k": 3})
         hit = json.loads(r.text)["hits"][0]
-        assert r.ok and hit["path"] == "src/timebox.py" and set(hit) == {"id", "path", "lines",
-                                                                         "excerpt", "signals"}
+        assert r.ok and hit["path"] == "src/timebox.py" and set(hit) == {
+            "id", "path", "lines", "excerpt", "signals", "rank", "score"}
+        assert hit["rank"] == 1 and isinstance(hit["score"], float)
+        assert json.loads(r.text)["score_scale"]
         bad = tools.call("inventory", {"limit": 0})
         assert not bad.ok and json.loads(bad.text) == {
             "error": "inventory: argument 'limit' must be an integer from 1 to 2000, got 0 (int)",

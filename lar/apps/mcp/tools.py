@@ -237,9 +237,11 @@ class LarTools:
             self._note["ids"] = [h["id"] for h in hits]
         runs = [{"layer": r.name, "state": r.state.value, "hits": r.contributions}
                 | ({"coverage": round(r.coverage, 3)} if r.coverage is not None else {})
-                | ({"reason": r.reason} if r.reason and r.state.value != "ran" else {})
+                | ({"reason": r.reason} if r.reason and (r.state.value != "ran" or (
+                    r.coverage is not None and r.coverage < 1.0)) else {})
                 for r in res.runs if r.state.value != "skipped"]
-        return {"hits": hits, "runs": runs, "elapsed": round(res.elapsed, 3)}
+        return {"hits": hits, "score_scale": res.score_scale, "runs": runs,
+                "elapsed": round(res.elapsed, 3)}
 
     def _tool_hit(self, hit: dict[str, Any]) -> dict[str, Any] | None:
         """A hit in the outputs corpus as a tool line id, or None when it is not served."""
