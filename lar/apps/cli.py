@@ -23,6 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--root", default=".", help="folder to search (default: current folder)")
     common.add_argument("--state", default=None, help="state dir (default: <root>/.lar)")
     common.add_argument("--json", action="store_true", help="print stable JSON")
+    common.add_argument("-v", "--verbose", action="store_true",
+                        help="let model libraries print their loading reports and progress bars")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     sub.add_parser("index", parents=[common], help="scan the folder into the file index")
@@ -46,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="run the scripted demo on the embedded corpus")
     d.add_argument("--timebox", type=duration, default=0.5)
     d.add_argument("--json", action="store_true")
+    d.add_argument("-v", "--verbose", action="store_true",
+                   help="let model libraries print their loading reports and progress bars")
     for traced in (s, f):  # --trace: append these calls to a JSONL trace (source "cli")
         traced.add_argument("--trace", default=None, metavar="PATH",
                             help="record this call in a JSONL trace (see docs/traces.md)")
@@ -174,6 +178,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] and argv[0] in plugin_commands():
         return _plugin(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
+    if getattr(args, "verbose", False):
+        import os
+
+        from lar.encoders.models import ENV_VERBOSE
+
+        os.environ[ENV_VERBOSE] = "1"
     try:
         if args.cmd == "demo":
             from lar.apps.demo import run_demo
