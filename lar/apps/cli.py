@@ -45,8 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("unit")
     b = sub.add_parser("build", parents=[common], help="let building layers catch up")
     b.add_argument("--timebox", type=duration, default=30.0)
+    b.add_argument("--layers", type=csv_list, default=None, help="build only these layers")
     d = sub.add_parser("demo", help="run the scripted demo on the embedded corpus")
     d.add_argument("--timebox", type=duration, default=0.5)
+    for long_op in (b, d):  # progress bars on stderr: by default when stderr is a terminal
+        long_op.add_argument("--progress", dest="progress", action="store_true", default=None,
+                             help="show progress bars on stderr (default: when it is a terminal)")
+        long_op.add_argument("--no-progress", dest="progress", action="store_false",
+                             help="show no progress bars")
     d.add_argument("--json", action="store_true")
     d.add_argument("-v", "--verbose", action="store_true",
                    help="let model libraries print their loading reports and progress bars")
@@ -188,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "demo":
             from lar.apps.demo import run_demo
 
-            return run_demo(timebox=args.timebox, as_json=args.json)
+            return run_demo(timebox=args.timebox, as_json=args.json, progress=args.progress)
         if args.cmd == "calls":
             return _calls(args)
         if args.cmd == "mcp":
@@ -226,7 +232,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif args.cmd == "read":
                 sys.stdout.write(eng.read(args.unit))
             elif args.cmd == "build":
-                _print(eng.build(timebox=args.timebox), True)
+                from lar.apps.progress import BuildProgress, wanted
+
+                with BuildProgress(wanted(args.progress)) as bars:
+                    report = eng.build(timebox=args.timebox, layers=args.layers, progress=bars)
+                _print(report, True)
             elif args.cmd == "replay":
                 _replay(eng, args)
         return 0

@@ -129,7 +129,10 @@ class Builder:
 
     # -- building now -----------------------------------------------------------------------
     def run(self, timebox: float, layers: Iterable[str] | None = None, scope: Any = None,
-            cancel: threading.Event | None = None) -> dict[str, Any]:
+            cancel: threading.Event | None = None, progress=None) -> dict[str, Any]:
+        """Build until ``timebox`` seconds are spent or every layer caught up. ``progress``
+        (optional) is called as ``progress(layer, done, total)`` when a layer starts (done 0)
+        and after each of its units."""
         t0 = time.monotonic()
         deadline = t0 + timebox
         cancel = cancel or threading.Event()
@@ -139,11 +142,15 @@ class Builder:
             counts = {"ok": 0, "skipped": 0, "failed": 0}
             todo = self.plan(layer, scope)
             state = "ran"
-            for u in todo:
+            if progress is not None:
+                progress(name, 0, len(todo))
+            for i, u in enumerate(todo, 1):
                 if time.monotonic() >= deadline or cancel.is_set():
                     state = "aborted"
                     break
                 counts[self.build_unit(name, layer, u)] += 1
+                if progress is not None:
+                    progress(name, i, len(todo))
             done = sum(counts.values())
             if done == len(todo):
                 layer.collect_garbage(live)
