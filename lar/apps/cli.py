@@ -2,7 +2,7 @@
 replay, mcp (the MCP server), run (the tool-output cache).
 
 Every command takes ``--root`` (default: the current folder) and ``--state``; ``--json`` prints
-the stable JSON documented in the README (each object carries ``"schema": 1``).
+the stable JSON documented in docs/json.md (each object carries ``"schema": 1``).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The engine: opens a folder, keeps its file index current, runs layers under a timebox.
 
-``lar.open(root)`` returns an ``Engine``; see the README for the tour. Searches run on a private
+``lar.open(root)`` returns an ``Engine``; see the README for a first search. Searches run on a private
 asyncio loop in a background thread, so the same sync API works in scripts and inside a Jupyter
 kernel (whose own loop is already running); ``await eng.asearch(...)`` is the async form.
 """
