@@ -49,11 +49,25 @@ _STR = {"type": "string"}
 _NAMES = {"type": "array", "items": {"type": "string"}}
 _SECONDS = {"type": ["number", "string"]}
 
+def layer_forms() -> str:
+    """The layers and the query forms each reads (from the registered layer classes), so an
+    agent knows them without calling ``status`` first."""
+    from lar.core.registry import registered_layers
+
+    parts = []
+    for name, cls in sorted(registered_layers().items()):
+        form = " ".join(str(getattr(cls, "query_format", "") or "free text").split())
+        parts.append(f"{name}: {form[:140]}")
+    return "Layers and their query forms: " + "; ".join(parts) + "."
+
+
 SPECS: tuple[ToolSpec, ...] = (
     ToolSpec("status", "Layers (coverage, query format, cost), unit counts, cached tool outputs."),
     ToolSpec("search", "Search the root (source 'files') or the cached tool outputs ('tools') "
-             "under a timebox. Hits are {id, path, lines, excerpt, signals}; fetch an id for the "
-             "full text.", (
+             "under a timebox. Hits are {id, path, lines, excerpt, signals, rank, score} (score "
+             "on the reply's score_scale); fetch an id for the full text. A plain-text query goes "
+             "to every layer in its own reading; {layer: query} gives named layers their own "
+             "form. " + layer_forms(), (
                  Param("query", {"type": ["string", "object"]}, query_arg,
                        "text, or an object {layer: query} to give each layer its own query"),
                  Param("timebox", _SECONDS, seconds_arg(0, 120), "seconds the call may take", 0.5),
@@ -78,11 +92,12 @@ SPECS: tuple[ToolSpec, ...] = (
         Param("offset", {"type": "integer", "minimum": 0}, integer_arg(0, 10**9), "first unit", 0),
         Param("glob", {"type": ["string", "array"], "items": _STR}, globs_arg,
               "only units matching these globs", None))),
-    ToolSpec("run_tool", "Run an allow-listed read-only command (argv list, no shell) inside "
-             "the root; the full output is cached and a filtered view with item ids is "
-             "returned. Fetch an item id for its full text.", (
+    ToolSpec("run_tool", "Run an allow-listed read-only command inside the root: 'command' is "
+             "its argv list (the program, then each argument; no shell line); the full output is "
+             "cached and a filtered view with item ids is returned. Fetch an item id for its "
+             "full text.", (
                  Param("command", {"type": "array", "items": _STR, "minItems": 1}, argv_arg,
-                       "argv list, e.g. [\"rg\", \"-n\", \"TODO\", \"src\"]"),
+                       "the command as an argv list, e.g. [\"rg\", \"-n\", \"TODO\", \"src\"]"),
                  Param("cwd", _STR, string_arg, "working folder, relative to the root", "."),
                  Param("timeout", _SECONDS, seconds_arg(0, 600), "seconds before it is stopped", 30),
                  Param("refresh", {"type": "boolean"}, boolean_arg,
@@ -256,8 +271,10 @@ class LarTools:
         if self._note is not None:  # one stage would have sent the lines in full
             self._note["raw_tokens"] += count_tokens(got.text)
         excerpt = hit["excerpt"] if not got.withheld else got.text.strip()[:240]
-        return {"id": f"{oid}:L{a}-{b}", "path": hit["path"], "lines": [a, b], "excerpt": excerpt,
-                "signals": hit["signals"], "cmd": got.command}
+        out = {"id": f"{oid}:L{a}-{b}", "path": hit["path"], "lines": [a, b], "excerpt": excerpt,
+               "signals": hit["signals"], "cmd": got.command}
+        out.update({k: hit[k] for k in ("rank", "score") if k in hit})
+        return out
 
     def _t_fetch(self, id, context) -> dict[str, Any]:  # noqa: A002 - the API's name
         if is_tool_id(id):
