@@ -44,7 +44,8 @@ QUERIES: list[tuple[str, Any, dict[str, Any]]] = [
 ]
 K = 10
 FETCH_CONTEXT = 2
-#: seconds the default layer variants (dense-e5) get to build in one demo run
+#: seconds the default layer variants get to build in one demo run (there are none since
+#: dense-e5 became opt-in on 2026-12-02; a variant a layer declares by default gets this slice)
 VARIANT_BUILD_S = 30.0
 #: the subpackages of lar whose modules the demo corpus holds (as lar-src/<module>.py)
 DEMO_SOURCE_PACKAGES = ("core", "engine", "fusion", "record")
@@ -158,12 +159,10 @@ def run_demo(timebox: float = 0.5, as_json: bool = False, workdir: str | os.Path
     """Assemble the corpus, search it with the scripted queries, fetch one hit. Returns 0 on success.
 
     The layers build within ``build_timebox``; the default layer variants then get
-    ``variant_timebox`` and carry on where they stopped on the next run or ``lar build``.
-    ``dense-e5`` encodes 3 to 4 times slower per text than MiniLM on 2 cores
-    (benchmarks/bench_encoders.py) and shares no pass with another layer (dense and late do), so
-    the demo shows it partly built (its coverage in the report) rather than keeping the first run
-    waiting for minutes. A slice ends after the unit in progress (a whole paper can take e5 half
-    a minute on 2 cores); ``variant_timebox=0`` builds none of them now."""
+    ``variant_timebox`` and carry on where they stopped on the next run or ``lar build`` (a
+    slow variant is shown partly built rather than keeping the first run waiting; ``dense-e5``,
+    the one there was, is opt-in since 2026-12-02). A slice ends after the unit in progress;
+    ``variant_timebox=0`` builds none of them now."""
     if isinstance(variant_timebox, bool) or not isinstance(variant_timebox, (int, float)) \
             or not 0 <= variant_timebox < float("inf"):
         raise ConfigError(f"variant_timebox must be a number of seconds >= 0, got {variant_timebox!r}")
