@@ -131,9 +131,8 @@ class Engine(Recording):
                                 max_bytes=self.max_bytes, extractor_versions=versions_fingerprint())
         self.layers: dict[str, BaseLayer] = {
             name: as_layer(factory(self.ctx), self.ctx) for name, factory in sorted(factories.items())}
-        from lar.engine.scheduler import Builder
+        from lar.engine.scheduler import BuildContext, Builder
 
-        self.builder = Builder(self)
         if spare_build is None:
             spare_build = env_flag(ENV_SPARE_BUILD)
         self.spare_build = bool(spare_build)
@@ -141,6 +140,9 @@ class Engine(Recording):
                                                                  thread_name_prefix="lar-spare")
         self.idle = threading.Event()  # set while no search runs (the background builder waits)
         self.idle.set()
+        self.builder = Builder(BuildContext(
+            layers=lambda: self.layers, scope_view=self.scope_view, index=self.index,
+            recent_fetches=lambda: self.recent_fetches, idle=self.idle))
         self._active = 0
         self._active_lock = threading.Lock()
         self.freshness = self.config.freshness

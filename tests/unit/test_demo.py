@@ -83,8 +83,10 @@ def test_demo_json(first_run):
     assert base <= set(built)
     for name in base:
         assert built[name]["state"] == "ran" and built[name]["pending"] == 0, (name, built[name])
+    # a layer with nothing configured (sparse: no model) is reported skipped with its reason
+    assert built["sparse"]["state"] == "skipped" and "sparse_model" in built["sparse"]["reason"]
     # no default variant since dense-e5 left the defaults (2026-12-02-first-hour.md)
-    assert set(built) - base == set(default_variants()) == set()
+    assert set(built) - base - {"sparse"} == set(default_variants()) == set()
 
     for q in doc["queries"]:
         runs = q["result"]["runs"]
