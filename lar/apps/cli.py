@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "allow-list rg grep ls cat head tail wc find git)")
     m.add_argument("--layers", type=csv_list, default=None,
                    help="layers search and build use when the caller names none")
+    m.add_argument("--no-background", action="store_true",
+                   help="do not build in the background (default: build, yielding to searches)")
     rn = sub.add_parser("run", parents=[common], help="run a command through the tool-output cache")
     rn.add_argument("--fetch", default=None, metavar="ID", help="print a tool id's full text")
     rn.add_argument("--timeout", type=duration, default=60.0)
@@ -143,7 +145,8 @@ def _mcp(args) -> int:
     """``lar mcp``: serve the root over stdio (docs/agents.md)."""
     from lar.apps.mcp import serve
 
-    serve(args.root, state=args.state, allowed_commands=args.allow, layers=args.layers)
+    serve(args.root, state=args.state, allowed_commands=args.allow, layers=args.layers,
+          background=False if args.no_background else None)
     return 0
 
 
