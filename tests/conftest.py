@@ -12,6 +12,10 @@ _tmp_home = tempfile.mkdtemp(prefix="lar-test-home-")
 for var in ("XDG_CACHE_HOME", "IR_DATASETS_HOME", "TORCH_EXTENSIONS_DIR", "MPLCONFIGDIR",
             "LAR_CACHE_DIR", "HF_HOME"):
     os.environ.setdefault(var, os.path.join(_tmp_home, var.lower()))
+# searches do not build in their spare time unless a test asks (lar.open(..., spare_build=True)):
+# most tests check what an unbuilt or explicitly built layer does
+os.environ.setdefault("LAR_SPARE_BUILD", "0")
+os.environ.setdefault("LAR_BACKGROUND_BUILD", "0")  # nor do the MCP server and %lar open PATH
 
 CODE = '''"""Timebox helpers."""
 

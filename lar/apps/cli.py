@@ -2,7 +2,7 @@
 replay, mcp (the MCP server), run (the tool-output cache).
 
 Every command takes ``--root`` (default: the current folder) and ``--state``; ``--json`` prints
-the stable JSON documented in the README (each object carries ``"schema": 1``).
+the stable JSON documented in docs/json.md (each object carries ``"schema": 1``).
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--root", default=".", help="folder to search (default: current folder)")
     common.add_argument("--state", default=None, help="state dir (default: <root>/.lar)")
     common.add_argument("--json", action="store_true", help="print stable JSON")
+    common.add_argument("-v", "--verbose", action="store_true",
+                        help="let model libraries print their loading reports and progress bars")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     sub.add_parser("index", parents=[common], help="scan the folder into the file index")
@@ -31,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("query", type=query_arg, help="text, or a JSON mapping {layer: query}")
     add_search_arguments(s)
     s.add_argument("--full", action="store_true", help="with --json: evidence per layer too")
+    s.add_argument("--all-runs", action="store_true",
+                   help="list every layer's run, skipped ones too (default: the layers that ran, "
+                        "failed or were named)")
     f = sub.add_parser("fetch", parents=[common], help="full text of a hit id")
     f.add_argument("id")
     f.add_argument("--context", type=int, default=0, help="lines of context on each side")
@@ -40,9 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("unit")
     b = sub.add_parser("build", parents=[common], help="let building layers catch up")
     b.add_argument("--timebox", type=duration, default=30.0)
+    b.add_argument("--layers", type=csv_list, default=None, help="build only these layers")
     d = sub.add_parser("demo", help="run the scripted demo on the embedded corpus")
     d.add_argument("--timebox", type=duration, default=0.5)
+    for long_op in (b, d):  # progress bars on stderr: by default when stderr is a terminal
+        long_op.add_argument("--progress", dest="progress", action="store_true", default=None,
+                             help="show progress bars on stderr (default: when it is a terminal)")
+        long_op.add_argument("--no-progress", dest="progress", action="store_false",
+                             help="show no progress bars")
     d.add_argument("--json", action="store_true")
+    d.add_argument("-v", "--verbose", action="store_true",
+                   help="let model libraries print their loading reports and progress bars")
     for traced in (s, f):  # --trace: append these calls to a JSONL trace (source "cli")
         traced.add_argument("--trace", default=None, metavar="PATH",
                             help="record this call in a JSONL trace (see docs/traces.md)")
@@ -59,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "allow-list rg grep ls cat head tail wc find git)")
     m.add_argument("--layers", type=csv_list, default=None,
                    help="layers search and build use when the caller names none")
+    m.add_argument("--no-background", action="store_true",
+                   help="do not build in the background (default: build, yielding to searches)")
     rn = sub.add_parser("run", parents=[common], help="run a command through the tool-output cache")
     rn.add_argument("--fetch", default=None, metavar="ID", help="print a tool id's full text")
     rn.add_argument("--timeout", type=duration, default=60.0)
@@ -68,6 +83,16 @@ def build_parser() -> argparse.ArgumentParser:
         e = sub.add_parser(name, add_help=False, help=f"{name} ... (from {ep.value})")
         e.add_argument("args", nargs=argparse.REMAINDER)
     return p
+
+
+def search_failed(res) -> str | None:
+    """Why a search answered nothing it was asked for: every layer the caller named (or, when
+    none was named, every layer that did not skip) failed. None when any of them ran."""
+    named = set(res.layers) if res.layers is not None else None
+    runs = [r for r in res.runs if (r.name in named if named is not None else r.state.value != "skipped")]
+    if runs and all(r.state.value == "failed" for r in runs):
+        return "; ".join(f"{r.name} failed: {r.reason}" for r in runs)
+    return None
 
 
 def plugin_commands() -> dict[str, Any]:
@@ -120,7 +145,8 @@ def _mcp(args) -> int:
     """``lar mcp``: serve the root over stdio (docs/agents.md)."""
     from lar.apps.mcp import serve
 
-    serve(args.root, state=args.state, allowed_commands=args.allow, layers=args.layers)
+    serve(args.root, state=args.state, allowed_commands=args.allow, layers=args.layers,
+          background=False if args.no_background else None)
     return 0
 
 
@@ -161,11 +187,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] and argv[0] in plugin_commands():
         return _plugin(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
+    if getattr(args, "verbose", False):
+        import os
+
+        from lar.encoders.models import ENV_VERBOSE
+
+        os.environ[ENV_VERBOSE] = "1"
     try:
         if args.cmd == "demo":
             from lar.apps.demo import run_demo
 
-            return run_demo(timebox=args.timebox, as_json=args.json)
+            return run_demo(timebox=args.timebox, as_json=args.json, progress=args.progress)
         if args.cmd == "calls":
             return _calls(args)
         if args.cmd == "mcp":
@@ -186,7 +218,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.json:
                     print(res.to_json(full=args.full, indent=2))
                 else:
-                    print(res)
+                    print(res.format(all_runs=args.all_runs))
+                failed = search_failed(res)
+                if failed:
+                    print(f"lar: error: {failed}", file=sys.stderr)
+                    return 1
             elif args.cmd == "fetch":
                 _print(eng.fetch(args.id, context=args.context), args.json)
             elif args.cmd == "inventory":
@@ -199,7 +235,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif args.cmd == "read":
                 sys.stdout.write(eng.read(args.unit))
             elif args.cmd == "build":
-                _print(eng.build(timebox=args.timebox), True)
+                from lar.apps.progress import BuildProgress, wanted
+
+                with BuildProgress(wanted(args.progress)) as bars:
+                    report = eng.build(timebox=args.timebox, layers=args.layers, progress=bars)
+                _print(report, True)
             elif args.cmd == "replay":
                 _replay(eng, args)
         return 0

@@ -44,7 +44,8 @@ QUERIES: list[tuple[str, Any, dict[str, Any]]] = [
 ]
 K = 10
 FETCH_CONTEXT = 2
-#: seconds the default layer variants (dense-e5) get to build in one demo run
+#: seconds the default layer variants get to build in one demo run (there are none since
+#: dense-e5 became opt-in on 2026-12-02; a variant a layer declares by default gets this slice)
 VARIANT_BUILD_S = 30.0
 #: the subpackages of lar whose modules the demo corpus holds (as lar-src/<module>.py)
 DEMO_SOURCE_PACKAGES = ("core", "engine", "fusion", "record")
@@ -105,7 +106,7 @@ def assemble(corpus: Path) -> dict[str, int]:
     return report
 
 
-def _build(eng, build_timebox: float, variant_timebox: float) -> dict[str, Any]:
+def _build(eng, build_timebox: float, variant_timebox: float, progress=None) -> dict[str, Any]:
     """Lazy layers catch up: the base layers first, then the default variants in their own
     (shorter) slice. One report in the shape of ``Engine.build``'s."""
     from lar.engine.variants import default_variants
@@ -113,12 +114,13 @@ def _build(eng, build_timebox: float, variant_timebox: float) -> dict[str, Any]:
     defaults = default_variants()
     variants = [n for n in eng.layers if n in defaults]
     base = [n for n in eng.layers if n not in defaults]
-    built = eng.build(timebox=build_timebox, layers=base)
+    built = eng.build(timebox=build_timebox, layers=base, progress=progress)
     if not variants:
         return built
     # a zero slice (not now) goes to the scheduler itself (Engine.build takes positive
     # durations only): it builds nothing and reports where each variant stands
-    more = (eng.build(timebox=variant_timebox, layers=variants) if variant_timebox > 0
+    more = (eng.build(timebox=variant_timebox, layers=variants, progress=progress)
+            if variant_timebox > 0
             else eng.builder.run(0.0, layers=variants))
     return {"timebox": built["timebox"] + more["timebox"],
             "layers": {**built["layers"], **more["layers"]},
@@ -137,13 +139,14 @@ def _print_result(n: int, title: str, query: Any, extra: dict[str, Any], res) ->
     for i, h in enumerate(res.hits, 1):
         lines = f"{h.lines[0]}-{h.lines[1]}" if h.lines else "?"
         excerpt = h.excerpt if len(h.excerpt) <= 90 else h.excerpt[:89] + "…"
-        print(f"    {i:>2}. {h.path}:{lines}  [{', '.join(h.signals)}]  {excerpt}")
+        score = "" if h.score is None else f"{h.score:.3g}  "
+        print(f"    {h.rank or i:>2}. {score}{h.path}:{lines}  [{', '.join(h.signals)}]  {excerpt}")
         late = [ev for name, ev in h.evidence.items() if "tokens" in ev.details]
         if late and i <= 3:  # a late-interaction hit: which query tokens matched what
             toks = sorted(late[0].details["tokens"], key=lambda t: -t["contrib"])[:5]
             print("        " + ", ".join(f"{t['q']}->{t['match']!r} {t['contrib']:.2f}" for t in toks))
-    print("    layers:")
-    for r in res.runs:
+    print("    layers:")  # the layers the query named or that ran (not every skipped one)
+    for r in res.shown_runs():
         cov = "-" if r.coverage is None else f"{r.coverage:.0%}"
         why = f"  ({r.reason})" if r.reason else ""
         print(f"      {r.name:<8} {r.state.value:<8} {r.role:<8} hits {r.contributions:>3}  "
@@ -151,16 +154,15 @@ def _print_result(n: int, title: str, query: Any, extra: dict[str, Any], res) ->
 
 
 def run_demo(timebox: float = 0.5, as_json: bool = False, workdir: str | os.PathLike | None = None,
-             build_timebox: float = 300.0, variant_timebox: float = VARIANT_BUILD_S) -> int:
+             build_timebox: float = 300.0, variant_timebox: float = VARIANT_BUILD_S,
+             progress: bool | None = None) -> int:
     """Assemble the corpus, search it with the scripted queries, fetch one hit. Returns 0 on success.
 
     The layers build within ``build_timebox``; the default layer variants then get
-    ``variant_timebox`` and carry on where they stopped on the next run or ``lar build``.
-    ``dense-e5`` encodes 3 to 4 times slower per text than MiniLM on 2 cores
-    (benchmarks/bench_encoders.py) and shares no pass with another layer (dense and late do), so
-    the demo shows it partly built (its coverage in the report) rather than keeping the first run
-    waiting for minutes. A slice ends after the unit in progress (a whole paper can take e5 half
-    a minute on 2 cores); ``variant_timebox=0`` builds none of them now."""
+    ``variant_timebox`` and carry on where they stopped on the next run or ``lar build`` (a
+    slow variant is shown partly built rather than keeping the first run waiting; ``dense-e5``,
+    the one there was, is opt-in since 2026-12-02). A slice ends after the unit in progress;
+    ``variant_timebox=0`` builds none of them now."""
     if isinstance(variant_timebox, bool) or not isinstance(variant_timebox, (int, float)) \
             or not 0 <= variant_timebox < float("inf"):
         raise ConfigError(f"variant_timebox must be a number of seconds >= 0, got {variant_timebox!r}")
@@ -171,7 +173,10 @@ def run_demo(timebox: float = 0.5, as_json: bool = False, workdir: str | os.Path
     synced = assemble(corpus)
     out: dict[str, Any] = {"schema": 1, "corpus": str(corpus), "synced": synced, "timebox": timebox}
     with lar.open(corpus, state=cache / "state") as eng:
-        built = _build(eng, build_timebox, variant_timebox)  # a no-op once everything is built
+        from lar.apps.progress import BuildProgress, wanted
+
+        with BuildProgress(wanted(progress)) as bars:  # a no-op once everything is built
+            built = _build(eng, build_timebox, variant_timebox, bars)
         out["build"] = built
         out["warm"] = eng.warm()  # model layers load their models before the timed queries
         status = eng.status()

@@ -43,6 +43,11 @@ class Result:
     # each layer's own best-first list as fusion received it (hits carrying that layer's signal
     # only; not in the JSON form): what an offline study re-fuses, lar.fusion.pipeline.fuse_hits
     layer_hits: Mapping[str, tuple[Hit, ...]] = field(default_factory=dict, repr=False)
+    # the scale of every hit's fused ``score`` (lar.fusion.pipeline.POLICY_SCALES: "rrf",
+    # "adaptive-<norm>", ...): scores of different scales are not comparable
+    score_scale: str = ""
+    # the layers the caller selected (None: every layer); the text form lists only these
+    layers: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hits", tuple(self.hits))
@@ -75,6 +80,7 @@ class Result:
             "elapsed": round(self.elapsed, 6),
             "first_result": None if self.first_result is None else round(self.first_result, 6),
             "fusion": self.fusion,
+            "score_scale": self.score_scale,
             "emphasis": self.emphasis,
             "hits": [h.to_dict() if full else h.to_compact() for h in self.hits],
             "runs": [r.to_dict(probe=full) for r in self.runs],
@@ -93,36 +99,60 @@ class Result:
                 "line_start": [h.lines[0] if h.lines else None for h in self.hits],
                 "line_end": [h.lines[1] if h.lines else None for h in self.hits],
                 "signals": [list(h.signals) for h in self.hits],
+                "score": [h.score for h in self.hits],
                 "excerpt": [h.excerpt for h in self.hits],
             },
-            schema_overrides={"line_start": pl.Int64, "line_end": pl.Int64},
+            schema_overrides={"line_start": pl.Int64, "line_end": pl.Int64, "score": pl.Float64},
         )
 
     def runs_to_polars(self):
         pl = polars_module()
         return pl.DataFrame([r.to_dict() for r in self.runs]) if self.runs else pl.DataFrame()
 
+    def shown_runs(self, all_runs: bool = False) -> tuple[LayerRun, ...]:
+        """The runs a reader wants by default: every layer that ran, was cut short or failed, and
+        a skipped layer only when the caller named it (``all_runs``: every run)."""
+        if all_runs:
+            return self.runs
+        named = set(self.layers or ())
+        return tuple(r for r in self.runs if r.state is not RunState.SKIPPED or r.name in named)
+
     def _repr_html_(self) -> str:
-        rows = [[i, h.path, f"{h.lines[0]}-{h.lines[1]}" if h.lines else "", ", ".join(h.signals),
+        rows = [[h.rank or i, "" if h.score is None else f"{h.score:.4g}", h.path,
+                 f"{h.lines[0]}-{h.lines[1]}" if h.lines else "", ", ".join(h.signals),
                  h.excerpt[:160], h.id] for i, h in enumerate(self.hits, 1)]
         runs = [[r.name, r.state.value, r.reason, r.contributions, f"{r.elapsed * 1000:.1f} ms",
-                 "" if r.coverage is None else f"{r.coverage:.0%}"] for r in self.runs]
+                 "" if r.coverage is None else f"{r.coverage:.0%}"] for r in self.shown_runs()]
         return (f"<div><b>lar</b>: {len(self.hits)} hits for <code>{html.escape(str(self.query))}</code> "
                 f"in {self.elapsed * 1000:.0f} ms (timebox {self.timebox * 1000:.0f} ms, fusion {self.fusion})"
-                + text_table(["#", "path", "lines", "signals", "excerpt", "id"], rows)
+                + text_table(["#", f"score ({self.score_scale or self.fusion})", "path", "lines",
+                              "signals", "excerpt", "id"], rows)
                 + text_table(["layer", "state", "reason", "hits", "elapsed", "coverage"], runs) + "</div>")
 
-    def __str__(self) -> str:
-        lines = [f"{len(self.hits)} hits in {self.elapsed * 1000:.0f} ms (timebox {self.timebox * 1000:.0f} ms)"]
+    def format(self, all_runs: bool = False) -> str:
+        """The text form: one line per hit (rank, fused score, place, layers, excerpt, id), then
+        one per run (:meth:`shown_runs`; ``all_runs``: every layer, skipped ones too)."""
+        scale = f", scores on the {self.score_scale} scale" if self.score_scale and self.hits else ""
+        lines = [f"{len(self.hits)} hits in {self.elapsed * 1000:.0f} ms "
+                 f"(timebox {self.timebox * 1000:.0f} ms{scale})"]
         for i, h in enumerate(self.hits, 1):
             loc = f"{h.path}:{h.lines[0]}" if h.lines else str(h.path)
-            lines.append(f"{i:>3}. {loc}  [{', '.join(h.signals)}]  {h.excerpt[:100]!r}  ({h.id})")
-        for r in self.runs:
+            score = "" if h.score is None else f"{h.score:.4g}  "
+            lines.append(f"{h.rank or i:>3}. {score}{loc}  [{', '.join(h.signals)}]  "
+                         f"{h.excerpt[:100]!r}  ({h.id})")
+        shown = self.shown_runs(all_runs)
+        for r in shown:
             cov = "" if r.coverage is None else f" coverage {r.coverage:.0%}"
             why = f" ({r.reason})" if r.reason else ""
             lines.append(f"  - {r.name}: {r.state.value}, {r.contributions} hits, "
                          f"{r.elapsed * 1000:.1f} ms{cov}{why}")
+        hidden = len(self.runs) - len(shown)
+        if hidden:
+            lines.append(f"  ({hidden} layers skipped; --all-runs lists them)")
         return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
 
 
 @dataclass(frozen=True)

@@ -130,8 +130,20 @@ class Hit:
     lines: tuple[int, int] | None = None
     excerpt: str = ""
     context: Mapping[str, Any] = field(default_factory=dict)
+    # the fused score and 1-based rank fusion gave this hit (lar.fusion.pipeline.fuse_hits); the
+    # scale the score is on is the result's ``score_scale``. None on a single layer's own hit.
+    score: float | None = None
+    rank: int | None = None
 
     def __post_init__(self) -> None:
+        if self.rank is not None and (isinstance(self.rank, bool) or not isinstance(self.rank, int)
+                                      or self.rank < 1):
+            raise ConfigError(f"Hit.rank is 1-based, got {self.rank!r}")
+        if self.score is not None:
+            if isinstance(self.score, bool) or not isinstance(self.score, (int, float)) \
+                    or math.isnan(self.score):
+                raise ConfigError(f"Hit.score must be a number, got {self.score!r}")
+            object.__setattr__(self, "score", float(self.score))
         if not self.signals:
             raise ConfigError("a Hit needs at least one signal (the layer that found it)")
         object.__setattr__(self, "signals", tuple(self.signals))
@@ -179,13 +191,18 @@ class Hit:
 
     def to_compact(self) -> dict[str, Any]:
         """The compact JSON an agent sees; the rest comes with ``fetch``."""
-        return {
+        out = {
             "id": self.id,
             "path": self.path,
             "lines": list(self.lines) if self.lines else None,
             "excerpt": self.excerpt,
             "signals": list(self.signals),
         }
+        if self.rank is not None:
+            out["rank"] = self.rank
+        if self.score is not None:
+            out["score"] = float(f"{self.score:.6g}")
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         out = self.to_compact()

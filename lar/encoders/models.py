@@ -21,7 +21,8 @@ from pathlib import Path
 
 from lar.core.errors import ConfigError, MissingExtraError
 
-__all__ = ["DEFAULT_MODEL", "KINDS", "ModelRef", "resolve_model", "lar_cache_dir", "set_offline_env"]
+__all__ = ["DEFAULT_MODEL", "KINDS", "ModelRef", "quiet_libraries", "resolve_model", "lar_cache_dir",
+           "set_offline_env", "verbose"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 KINDS = ("sentence-transformers", "colbert", "bge-m3", "transformers")
@@ -47,6 +48,50 @@ def set_offline_env() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    quiet_libraries()
+
+
+ENV_VERBOSE = "LAR_VERBOSE"  # set (e.g. by `lar -v`) to let model libraries print as they like
+# loggers of model libraries whose INFO chatter (loading, distilling) stays below WARNING
+CHATTY_LOGGERS = ("sentence_transformers", "pylate", "model2vec", "transformers", "huggingface_hub")
+
+
+def verbose() -> bool:
+    return os.environ.get(ENV_VERBOSE, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def quiet_libraries() -> None:
+    """Silence what model libraries print while loading (transformers' LOAD REPORT tables,
+    "Loading weights" progress bars, sentence-transformers' INFO lines) unless ``LAR_VERBOSE`` is
+    set (``lar -v``). Missing keys that matter are checked by lar itself (e.g. the cross-encoder's
+    head, PyLate's projection), never left to a library's warning. A variable the caller set
+    wins; a library already imported is told directly."""
+    if verbose():
+        return
+    import logging
+    import sys
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    for name in CHATTY_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.level < logging.WARNING:
+            logger.setLevel(logging.ERROR if name == "transformers" else logging.WARNING)
+    if "transformers" in sys.modules:
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.set_verbosity_error()
+            hf_logging.disable_progress_bar()
+        except Exception:  # an old or partial transformers: its chatter is not worth failing on
+            pass
+    if "huggingface_hub" in sys.modules:
+        try:
+            from huggingface_hub.utils import disable_progress_bars
+
+            disable_progress_bars()
+        except Exception:
+            pass
 
 
 def lar_cache_dir() -> Path:

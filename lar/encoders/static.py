@@ -13,6 +13,7 @@ is switched off) and a text without known tokens gets an all-zero row.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -88,13 +89,35 @@ def ensure_distilled(base: ModelRef | str | os.PathLike | None = None, pca_dims:
             shutil.rmtree(target, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
-            model = distill(model_name=str(ref.path), pca_dims=pca_dims)
+            with _quiet_distill():
+                model = distill(model_name=str(ref.path), pca_dims=pca_dims)
             model.save_pretrained(str(tmp))
             os.rename(tmp, target)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+@contextmanager
+def _quiet_distill():
+    """Model2Vec's distillation draws its own "Encoding tokens" bar (tqdm, no option to turn it
+    off): unless ``LAR_VERBOSE`` is set, that bar is created disabled for the distillation."""
+    from lar.encoders.models import verbose
+
+    try:
+        from model2vec.distill import inference
+    except ImportError:
+        inference = None
+    bar = getattr(inference, "tqdm", None)
+    if verbose() or bar is None:
+        yield
+        return
+    inference.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        inference.tqdm = bar
 
 
 class StaticEncoder:

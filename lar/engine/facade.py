@@ -1,6 +1,6 @@
 """The engine: opens a folder, keeps its file index current, runs layers under a timebox.
 
-``lar.open(root)`` returns an ``Engine``; see the README for the tour. Searches run on a private
+``lar.open(root)`` returns an ``Engine``; see the README for a first search. Searches run on a private
 asyncio loop in a background thread, so the same sync API works in scripts and inside a Jupyter
 kernel (whose own loop is already running); ``await eng.asearch(...)`` is the async form.
 """
@@ -13,6 +13,7 @@ import os
 import re
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -39,6 +40,29 @@ from lar.core.timebox import parse_duration
 from lar.core.types import Hit, LayerRun, RunState, Span, parse_hit_id
 
 _HEX = re.compile(r"^[0-9a-f]{8,64}$")
+# a search builds in its spare time until this fraction of its timebox is left (enrichment's share)
+SPARE_RESERVE = 0.1
+# spare time shorter than this is not worth starting a build for
+SPARE_MIN_S = 0.01
+ENV_SPARE_BUILD = "LAR_SPARE_BUILD"  # "0" turns spare-time building off by default
+# "0" keeps the interactive entry points (the MCP server, %lar open PATH) from building in the
+# background by default
+ENV_BACKGROUND_BUILD = "LAR_BACKGROUND_BUILD"
+OFF_WORDS = frozenset({"0", "false", "no", "off"})
+
+
+def env_flag(name: str, default: bool = True) -> bool:
+    """An on/off setting from the environment (``0``, ``false``, ``no``, ``off`` mean off)."""
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    return value.strip().lower() not in OFF_WORDS
+
+
+def interactive_background() -> bool:
+    """Whether an interactive process (the MCP server, a notebook's ``%lar open PATH``) builds in
+    the background by default: yes, unless ``LAR_BACKGROUND_BUILD=0``."""
+    return env_flag(ENV_BACKGROUND_BUILD)
 
 
 def default_state_dir(root: Path) -> Path:
@@ -62,7 +86,13 @@ class Engine(Recording):
         config: Mapping[str, Any] | None = None,
         trace: str | os.PathLike | None = None,
         session: str | None = None,
+        background: bool = False,
+        spare_build: bool | None = None,
     ):
+        """``background=True`` builds lazily in a background thread from the start (yielding
+        to searches; what the MCP server and ``%lar open PATH`` do); ``spare_build`` lets each
+        search spend the rest of its timebox building what its query needs (default: on,
+        unless the environment sets ``LAR_SPARE_BUILD=0``, as the test suite does)."""
         root_path = Path(root).expanduser()
         if not root_path.is_dir():
             raise ScopeError(f"{str(root)!r} is not a folder; give lar.open() a directory to search")
@@ -103,6 +133,11 @@ class Engine(Recording):
             name: as_layer(factory(self.ctx), self.ctx) for name, factory in sorted(factories.items())}
         from lar.engine.scheduler import BuildContext, Builder
 
+        if spare_build is None:
+            spare_build = env_flag(ENV_SPARE_BUILD)
+        self.spare_build = bool(spare_build)
+        self._spare_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1,
+                                                                 thread_name_prefix="lar-spare")
         self.idle = threading.Event()  # set while no search runs (the background builder waits)
         self.idle.set()
         self.builder = Builder(BuildContext(
@@ -114,11 +149,15 @@ class Engine(Recording):
         self._init_recording(trace, session)
         if scan:
             self.index_now(initial=True)
+        if background:
+            self.start_background_build()
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
         self._close_recording()
         self.builder.stop_background()
+        self.builder.cancel_spare.set()
+        self._spare_pool.shutdown(wait=True)
         self._bg.shutdown(wait=True)
         if self._loop is not None:
             self._loop.close()
@@ -288,24 +327,69 @@ class Engine(Recording):
         try:
             out = await orchestrate(request, chosen, view, timebox=tb - (time.monotonic() - t_call),
                                     settings=settings, skipped=skipped, prepare=prepare)
+            self.builder.note_request(out.candidates)
+            if self.spare_build:
+                await self._spare_build(chosen, t_call + tb * (1.0 - SPARE_RESERVE))
         finally:
             with self._active_lock:
                 self._active -= 1
                 if self._active == 0:
                     self.idle.set()
-        self.builder.note_request(out.candidates)
+        runs = self._coverage_reasons(out.runs, view)
         hits = self.enrich(out.hits, view.scope)
         if request.tokens is not None:
             hits = within_tokens(hits, request.tokens)
+        hits = [h if h.rank == i else replace(h, rank=i) for i, h in enumerate(hits, 1)]
         elapsed = time.monotonic() - t_call
         if hits:
             self._bg.submit(self._after_search, [h.hash for h in hits])
         query = dict(request.query) if isinstance(request.query, Mapping) else request.query
-        return Result(query=query, hits=tuple(hits), runs=out.runs, timebox=tb,
+        return Result(query=query, hits=tuple(hits), runs=runs, timebox=tb,
                       elapsed=elapsed, k=request.k, fusion=settings.policy, emphasis=request.emphasis,
                       first_result=(out.first_result + (out.started - t_call))
                       if out.first_result is not None else None,
-                      pool=dict(out.pool), layer_hits=out.layer_hits)
+                      pool=dict(out.pool), layer_hits=out.layer_hits, score_scale=out.score_scale,
+                      layers=tuple(request.layers) if request.layers is not None else None)
+
+    async def _spare_build(self, chosen: Sequence[tuple[str, Any]], deadline: float) -> None:
+        """Spend what is left of the timebox (up to ``deadline``) building the chosen layers'
+        units that matter for this search (``Builder.spare``: its candidates' units first). The
+        call returns at the deadline even if a unit is still being built: that unit finishes in
+        the builder's thread and the next call reuses it."""
+        names = [n for n, l in chosen if not l.always_current]
+        left = deadline - time.monotonic()
+        if not names or left < SPARE_MIN_S:
+            return
+        cancel = threading.Event()
+        job = asyncio.get_running_loop().run_in_executor(
+            self._spare_pool, self.builder.spare, names, deadline, cancel)
+        try:
+            await asyncio.wait_for(asyncio.shield(job), timeout=max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            cancel.set()
+        except Exception:  # building is a courtesy of spare time; never fail a search on it
+            cancel.set()
+
+    def _coverage_reasons(self, runs: Sequence[LayerRun], view: ScopeView) -> tuple[LayerRun, ...]:
+        """Runs of building layers that answered from part of the scope say so in their reason:
+        how much is built, of how many units, and what builds the rest."""
+        from dataclasses import replace
+
+        out = []
+        for r in runs:
+            layer = self.layers.get(r.name)
+            if (layer is not None and not layer.always_current and r.coverage is not None
+                    and r.coverage < 1.0 and r.state in (RunState.RAN, RunState.ABORTED)):
+                try:
+                    n = len(layer.applicable(view))
+                except Exception:
+                    n = 0
+                how = ("building in the background" if self.builder.running else
+                       "searches build it in their spare time; run `lar build` (eng.build()) to finish")
+                note = f"built {100 * r.coverage:.0f} % of {n:,} units; {how}"
+                r = replace(r, reason=f"{r.reason}; {note}" if r.reason else note)
+            out.append(r)
+        return tuple(out)
 
     def _after_search(self, hashes: list[str]) -> None:
         for h in dict.fromkeys(hashes):
@@ -489,14 +573,17 @@ class Engine(Recording):
         return self.reader.document(h, normalize_relpath(self.root, path_or_hash))
 
     def build(self, timebox: Any = 30.0, layers: Sequence[str] | None = None,
-              scope: Any = None) -> dict[str, Any]:
+              scope: Any = None, progress=None) -> dict[str, Any]:
         """Give building layers up to ``timebox`` to catch up (priority: the last request's
-        candidates and fetched units, then the scope by usage, then the rest)."""
+        candidates and fetched units, then the scope by usage, then the rest). ``progress``
+        (optional): called as ``progress(layer, done, total)`` as units are built (e.g.
+        ``lar.apps.progress.BuildProgress``, the bars ``lar build`` shows)."""
         def run() -> dict[str, Any]:
             for n in layers or []:
                 if n not in self.layers:
                     raise UnknownLayerError(n, list(self.layers))
-            return self.builder.run(parse_duration(timebox), layers=layers, scope=scope)
+            return self.builder.run(parse_duration(timebox), layers=layers, scope=scope,
+                                    progress=progress)
 
         return self._recorded("build", {"timebox": seconds(timebox), "layers": layers,
                                         "scope": scope}, run)

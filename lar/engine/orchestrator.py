@@ -53,6 +53,7 @@ class SearchOutcome:
     pool: Mapping[str, int]
     started: float
     layer_hits: Mapping[str, tuple[Hit, ...]]
+    score_scale: str = ""  # the scale of the fused hits' scores (lar.fusion.pipeline.POLICY_SCALES)
 
 
 def role_of(layer: BaseLayer) -> str:
@@ -259,7 +260,8 @@ async def orchestrate(request: SearchRequest, layers: Sequence[tuple[str, BaseLa
     return SearchOutcome(
         hits=fused.hits, runs=tuple(ordered_runs), candidates=tuple(g.span.hash for g in fused.groups),
         prepare=_prepared(ready), first_result=min(first_result) if first_result else None,
-        pool={n: len(h) for n, h in per_layer.items()}, started=t0, layer_hits=dict(per_layer))
+        pool={n: len(h) for n, h in per_layer.items()}, started=t0, layer_hits=dict(per_layer),
+        score_scale=fused.scale)
 
 
 def _prepared(ready) -> Mapping[str, Any] | None:

@@ -11,11 +11,20 @@ the file index, recent fetches and the idle signal), and builds every layer thro
 protocol's parts (``pending``, ``build_one`` — by default the protocol's ``build`` —,
 ``collect_garbage``, ``coverage``); after a complete pass it moves the layer's change cursor
 in the file index, which is what feeds a protocol-only layer's next pass.
+
+``spare(names, deadline, cancel)`` is a search's spare time: what is left of its timebox after
+its layers answered goes to the units its candidates came from (every selected building layer,
+unit by unit), then to the rest of each layer, the layers sharing the time equally. It starts a
+unit only when the layer's measured time per unit fits before the deadline, and it builds a
+model layer only once that layer has built a unit in this process (its model is loaded):
+loading a model takes seconds, which a search's timebox does not have (the background builder
+or ``eng.build`` loads it).
 """
 from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
@@ -44,6 +53,10 @@ class Builder:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.built_in_background = 0
+        self.built_in_spare_time = 0
+        self.unit_seconds: dict[str, float] = {}  # per layer: moving average of one unit's build
+        self._spare_lock = threading.Lock()
+        self.cancel_spare = threading.Event()  # set when the engine closes
 
     # -- what to build ----------------------------------------------------------------------
     def layers(self, names: Iterable[str] | None = None) -> list[tuple[str, Any]]:
@@ -73,9 +86,75 @@ class Builder:
         view = self.ctx.scope_view(scope)
         return self.order(layer.pending(view.units()))
 
+    def build_unit(self, name: str, layer, unit: Unit) -> str:
+        """Build one unit and keep the layer's time per unit (what spare time plans with)."""
+        t0 = time.monotonic()
+        state = layer.build_one(unit)
+        dt = time.monotonic() - t0
+        old = self.unit_seconds.get(name)
+        self.unit_seconds[name] = dt if old is None else 0.8 * old + 0.2 * dt
+        return state
+
+    def loaded(self, name: str, layer) -> bool:
+        """Whether ``layer`` can build a unit without first loading a model: it has no model
+        (no ``warm``), or it already built a unit in this process."""
+        from lar.core.layer import implements
+
+        return name in self.unit_seconds or not implements(layer, "warm")
+
+    # -- a search's spare time --------------------------------------------------------------
+    def spare(self, names: Iterable[str], deadline: float,
+              cancel: threading.Event | None = None) -> int:
+        """Build what matters for the last request until ``deadline`` (monotonic): the units of
+        its candidates in every layer named, then each layer's other pending units in
+        priority order. Returns the number of units built."""
+        cancel = cancel or threading.Event()
+        if not self._spare_lock.acquire(blocking=False):
+            return 0  # an earlier search's spare build is still finishing its unit
+        try:
+            chosen = [(n, l) for n, l in self.layers(names) if self.loaded(n, l)]
+            if not chosen:
+                return 0
+            units = self.ctx.scope_view(None).units()
+            recent = set(self.recent)
+            first = [u for u in units if u.hash in recent]
+            built = 0
+
+            def fits(name: str) -> bool:
+                est = self.unit_seconds.get(name, 0.0)
+                return (not cancel.is_set() and not self.cancel_spare.is_set()
+                        and time.monotonic() + est < deadline)
+
+            # the candidates' units first, then the rest; the layers share the time equally
+            # (the one that has spent least builds next), so a slow layer does not starve the rest
+            for stage in (lambda l: self.order(l.pending(first)), self.plan):
+                queues = {name: deque(todo) for name, todo in ((n, stage(l)) for n, l in chosen)
+                          if todo}
+                spent = dict.fromkeys(queues, 0.0)
+                layer_of = dict(chosen)
+                while queues:
+                    name = min(queues, key=lambda n: spent[n])
+                    if not fits(name):
+                        del queues[name]
+                        continue
+                    unit = queues[name].popleft()
+                    if not queues[name]:
+                        del queues[name]
+                    t = time.monotonic()
+                    self.build_unit(name, layer_of[name], unit)
+                    spent[name] += time.monotonic() - t
+                    built += 1
+            self.built_in_spare_time += built
+            return built
+        finally:
+            self._spare_lock.release()
+
     # -- building now -----------------------------------------------------------------------
     def run(self, timebox: float, layers: Iterable[str] | None = None, scope: Any = None,
-            cancel: threading.Event | None = None) -> dict[str, Any]:
+            cancel: threading.Event | None = None, progress=None) -> dict[str, Any]:
+        """Build until ``timebox`` seconds are spent or every layer caught up. ``progress``
+        (optional) is called as ``progress(layer, done, total)`` when a layer starts (done 0)
+        and after each of its units."""
         t0 = time.monotonic()
         deadline = t0 + timebox
         cancel = cancel or threading.Event()
@@ -92,11 +171,15 @@ class Builder:
             seq = self.ctx.index.max_seq()  # the cursor a complete pass may move to
             todo = self.plan(layer, scope)
             state = "ran"
-            for u in todo:
+            if progress is not None:
+                progress(name, 0, len(todo))
+            for i, u in enumerate(todo, 1):
                 if time.monotonic() >= deadline or cancel.is_set():
                     state = "aborted"
                     break
-                counts[layer.build_one(u)] += 1
+                counts[self.build_unit(name, layer, u)] += 1
+                if progress is not None:
+                    progress(name, i, len(todo))
             done = sum(counts.values())
             if done == len(todo):
                 layer.collect_garbage(live)
@@ -114,7 +197,7 @@ class Builder:
         for u in layer.pending(units):
             if time.monotonic() >= deadline:
                 break
-            layer.build_one(u)
+            self.build_unit(layer.name, layer, u)
             n += 1
         return n
 
@@ -141,7 +224,7 @@ class Builder:
         for name, layer in self.layers():
             todo = self.plan(layer)
             if todo:
-                return layer, todo[0]
+                return name, layer, todo[0]
         return None
 
     def _loop(self) -> None:
@@ -156,6 +239,6 @@ class Builder:
                 self._wake.clear()
                 self._wake.wait(timeout=2.0)
                 continue
-            layer, unit = nxt
-            layer.build_one(unit)
+            name, layer, unit = nxt
+            self.build_unit(name, layer, unit)
             self.built_in_background += 1

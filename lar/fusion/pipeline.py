@@ -11,7 +11,7 @@ fused place back into one :class:`~lar.core.types.Hit` carrying every member lay
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
@@ -19,6 +19,7 @@ from lar.core.background import background_from
 from lar.core.types import Hit, LayerRun, RunState
 from lar.fusion.adaptive import adaptive_fusion
 from lar.fusion.grouping import Group, group_hits, merged_hit, runs_for_fusion
+from lar.fusion.model import load_model
 from lar.fusion.policies import check_policy, fuse
 from lar.fusion.probe import probe_runs, with_probe
 from lar.fusion.rrf import DEFAULT_C
@@ -64,14 +65,23 @@ class FusionReport:
             {r: MappingProxyType(dict(v)) for r, v in self.routes.items()}))
 
 
+#: the scale each policy's fused score is on (``Hit.score``, ``Result.score_scale``); adaptive's
+#: is ``"adaptive-<norm>"`` (a weighted sum of each layer's score on the model's scale), or
+#: ``"rrf"`` when no layer carried signal and it fell back to RRF
+POLICY_SCALES = {"rrf": "rrf", "route-unique": "rrf", "combsum": "combsum-minmax",
+                 "combmnz": "combmnz-minmax", "pvalue": "pvalue-sum"}
+
+
 @dataclass(frozen=True)
 class Fused:
-    """The fused hits (best first, at most ``k``), every place the layers found (``groups``, in
-    first-appearance order: the candidate pool), and the report."""
+    """The fused hits (best first, at most ``k``, each with its fused ``score`` and ``rank``),
+    every place the layers found (``groups``, in first-appearance order: the candidate pool),
+    the report, and the scale the scores are on (:data:`POLICY_SCALES`)."""
 
     hits: tuple[Hit, ...]
     groups: tuple[Group, ...]
     report: FusionReport
+    scale: str = ""
 
 
 def fuse_hits(per_layer: Mapping[str, Sequence[Hit]], settings: FusionSettings,
@@ -99,7 +109,14 @@ def fuse_hits(per_layer: Mapping[str, Sequence[Hit]], settings: FusionSettings,
         items = fuse(settings.policy, places, k=settings.k, c=settings.c)
         probes, fits = probe_runs(places)
     by_key = {g.key: g for g in groups}
-    hits = tuple(with_probe(merged_hit(by_key[it.key], dict(it.ranks)), fits) for it in items)
+    hits = tuple(replace(with_probe(merged_hit(by_key[it.key], dict(it.ranks)), fits),
+                         score=float(it.score), rank=i)
+                 for i, it in enumerate(items, 1))
+    if settings.policy == "adaptive":
+        live = any(w > 0 for w in weights.values())
+        scale = f"adaptive-{load_model(settings.model).norm}" if live else "rrf"
+    else:
+        scale = POLICY_SCALES.get(settings.policy, settings.policy)
     report: dict[str, dict[str, Any]] = {}
     for name, probe in probes.items():
         info = probe.to_dict()
@@ -109,7 +126,7 @@ def fuse_hits(per_layer: Mapping[str, Sequence[Hit]], settings: FusionSettings,
         if bg is not None and places.get(name):  # its best hit, in sds above the whole scan
             info["top_z"] = round(bg.z(max(s for _, s in places[name])), 4)
         report[name] = info
-    return Fused(hits, tuple(groups), FusionReport(settings.policy, report))
+    return Fused(hits, tuple(groups), FusionReport(settings.policy, report), scale)
 
 
-__all__ = ["FusionReport", "FusionSettings", "Fused", "covers_part", "fuse_hits"]
+__all__ = ["POLICY_SCALES", "FusionReport", "FusionSettings", "Fused", "covers_part", "fuse_hits"]

@@ -27,7 +27,7 @@ from lar.fusion.table import FusedItem, Key, Runs, check_k
 
 POLICIES: tuple[str, ...] = ("route-unique", "rrf", "combsum", "combmnz", "adaptive", "pvalue")
 # the engine's policy when a search names none (config "fusion" overrides it); chosen by the
-# evaluation harness on the development splits (benchmarks/results/, README "Fusion and probing")
+# evaluation harness on the development splits (benchmarks/results/, docs/fusion.md)
 DEFAULT_POLICY = "adaptive"
 
 

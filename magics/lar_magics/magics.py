@@ -86,7 +86,10 @@ class LarMagics(Magics):
             raise MagicUsageError("which folder? %lar open PATH (or %lar open --demo)",
                                   parsing.SUBPARSERS["open"].format_usage())
         else:
-            eng = SESSION.open(ns.path, ns.state, config=config, scan=not ns.no_scan)
+            from lar.engine.facade import interactive_background
+
+            eng = SESSION.open(ns.path, ns.state, config=config, scan=not ns.no_scan,
+                               background=interactive_background() and not ns.no_background)
         self._bind(ns.as_name, eng)
         n = len(eng.inventory())
         print(f"lar: opened {eng.root} ({n} units; state in {eng.state_dir})\n"

@@ -60,6 +60,9 @@ def build_parser() -> tuple[Parser, dict[str, Parser]]:
     o.add_argument("--state", default=None, help="state dir (default: <root>/.lar)")
     o.add_argument("--config", default=None, help="engine config: JSON object or JSON file")
     o.add_argument("--no-scan", action="store_true", help="skip the initial scan")
+    o.add_argument("--no-background", action="store_true",
+                   help="do not build in the background (a folder opens building, yielding to "
+                        "searches; --demo never does, so the tour does not depend on timing)")
     o.add_argument("--demo", action="store_true", help="the embedded demo corpus (as make demo)")
     o.add_argument("--workdir", default=None, help="with --demo: where .lar-demo lives")
     o.add_argument("--as", dest="as_name", type=_name, default=None, help="bind the engine")

@@ -137,9 +137,19 @@ def context_html(hit) -> str:
     return f"<div class='lar-context' style='color:#666;font-size:11px'>{'; '.join(parts)}</div>"
 
 
-def card_html(rank: int, hit, data: bytes | None) -> str:
+def score_html(hit, scale: str = "") -> str:
+    """The hit's fused score (and, in the tooltip, the scale it is on), or nothing."""
+    score = getattr(hit, "score", None)
+    if score is None:
+        return ""
+    tip = f"fused score on the {scale} scale" if scale else "fused score"
+    return f"<span class='lar-score' title='{esc(tip)}'>{score:.4g}</span> "
+
+
+def card_html(rank: int, hit, data: bytes | None, scale: str = "") -> str:
     return (f"<div class='lar-card' data-id='{esc(hit.id)}'>"
-            f"<div><b>{rank}.</b> <span class='lar-loc'>{esc(location(hit))}</span>"
+            f"<div><b>{getattr(hit, 'rank', None) or rank}.</b> {score_html(hit, scale)}"
+            f"<span class='lar-loc'>{esc(location(hit))}</span>"
             f"<span class='lar-id'>{esc(hit.id)}</span></div>"
             f"<div class='lar-chips'>{chips_html(hit)}</div>"
             f"<div class='lar-excerpt'>{excerpt_html(hit, data)}</div>{context_html(hit)}</div>")
@@ -181,7 +191,9 @@ def probe_html(run) -> str:
 def header_html(result) -> str:
     return (f"<div><b>lar</b>: {len(result.hits)} hits for <code>{esc(result.query)}</code> in "
             f"{result.elapsed * 1000:.0f} ms (timebox {result.timebox * 1000:.0f} ms, fusion "
-            f"{esc(result.fusion)})</div>")
+            f"{esc(result.fusion)}"
+            + (f", scores on the {esc(result.score_scale)} scale"
+               if getattr(result, "score_scale", "") else "") + ")</div>")
 
 
 def coverage_html(status) -> str:

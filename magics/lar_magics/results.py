@@ -175,7 +175,7 @@ class Results:
         for i, h in enumerate(self.result.hits, 1):
             if h.hash not in texts:
                 texts[h.hash] = unit_text(self.engine, h)
-            cards.append(render.card_html(i, h, texts[h.hash]))
+            cards.append(render.card_html(i, h, texts[h.hash], self.result.score_scale))
         return "".join(cards)
 
     def _repr_html_(self) -> str:

@@ -43,7 +43,8 @@ class HitCard(widgets.VBox):
     def __init__(self, view: "ResultsView", rank: int, hit, data: bytes | None):
         self.view, self.hit, self.rank = view, hit, rank
         self.fetched = None
-        self.card = widgets.HTML(render.card_html(rank, hit, data))
+        self.card = widgets.HTML(render.card_html(rank, hit, data,
+                                                  getattr(view.results.result, "score_scale", "")))
         self.button = widgets.Button(description="fetch", tooltip=f"fetch {hit.id} with "
                                      f"{FETCH_CONTEXT} lines of context",
                                      layout=widgets.Layout(width="90px"))

@@ -30,8 +30,9 @@ class Session:
         self.defaults: list[str] = []  # flags put before every %lar search / anytime line
 
     def open(self, path: str | os.PathLike, state: str | os.PathLike | None = None,
-             config: Mapping[str, Any] | None = None, scan: bool = True) -> lar.Engine:
-        eng = lar.open(path, state, config=config, scan=scan)
+             config: Mapping[str, Any] | None = None, scan: bool = True,
+             background: bool = False) -> lar.Engine:
+        eng = lar.open(path, state, config=config, scan=scan, background=background)
         self.close()
         self.engine, self.owned, self.last = eng, True, None
         return eng

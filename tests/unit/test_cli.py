@@ -18,7 +18,10 @@ def test_search_json_is_stable(corpus, tmp_path, capsys):
     assert code == 0
     doc = json.loads(out)
     assert doc["schema"] == 1 and doc["k"] == 3 and doc["fusion"] == "adaptive"
-    assert set(doc["hits"][0]) == {"id", "path", "lines", "excerpt", "signals"}
+    assert set(doc["hits"][0]) == {"id", "path", "lines", "excerpt", "signals", "rank", "score"}
+    assert [h["rank"] for h in doc["hits"]] == list(range(1, len(doc["hits"]) + 1))
+    scores = [h["score"] for h in doc["hits"]]
+    assert scores == sorted(scores, reverse=True) and doc["score_scale"].startswith(("adaptive-", "rrf"))
     import lar
     from lar.engine.variants import default_variants
 
@@ -60,3 +63,29 @@ def test_errors_are_one_line_and_exit_2(corpus, tmp_path, capsys):
         main(["search", "x", "--timebox", "soon"])
     assert exc.value.code == 2
     assert "cannot read duration" in capsys.readouterr().err
+
+
+def test_text_output_lists_the_named_layers_with_ranks_and_scores(corpus, tmp_path, capsys):
+    code, out, _ = run(capsys, "search", "parse_deadline", "--root", str(corpus), "--state",
+                       str(tmp_path / "s"), "--layers", "grep,names", "--fusion", "rrf")
+    assert code == 0
+    runs = [line.split(":")[0].strip("- ") for line in out.splitlines() if line.startswith("  - ")]
+    assert runs == ["grep", "names"]
+    assert "layers skipped; --all-runs lists them" in out
+    first = out.splitlines()[1]
+    assert first.startswith("  1. 0.01639  ") and "timebox.py:4  [grep]" in first  # 1/(60 + 1)
+    assert "scores on the rrf scale" in out.splitlines()[0]
+    code, out, _ = run(capsys, "search", "parse_deadline", "--root", str(corpus), "--state",
+                       str(tmp_path / "s"), "--layers", "grep,names", "--all-runs")
+    assert "  - bm25: skipped" in out and "--all-runs lists them" not in out
+
+
+def test_a_search_whose_only_layer_failed_exits_1(corpus, tmp_path, capsys):
+    code, out, err = run(capsys, "search", '{"grep": {"regex": "(unclosed"}}', "--root", str(corpus),
+                         "--state", str(tmp_path / "s"), "--layers", "grep", "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["runs"][0]["state"] == "failed"
+    assert err.startswith("lar: error: grep failed: ")
+    code, _, _ = run(capsys, "search", "parse_deadline", "--root", str(corpus), "--state",
+                     str(tmp_path / "s"), "--layers", "grep,names", "--json")
+    assert code == 0

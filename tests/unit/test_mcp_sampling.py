@@ -59,7 +59,7 @@ async def _sampling_session(root: Path, state: Path, sampling: bool) -> list[tup
     params = StdioServerParameters(
         command=sys.executable, cwd=str(REPO),
         args=["-m", "lar.apps.cli", "mcp", "--root", str(root), "--state", str(state),
-              "--layers", "derived,bm25"])
+              "--layers", "derived,bm25", "--no-background"])  # builds only when asked
     log: list[tuple[str, bool, dict]] = []
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write,

@@ -55,8 +55,10 @@ def test_tool_layer_in_process(tmp_path):
     try:
         r = tools.call("search", {"query": "parse_deadline", "timebox": "5s", "k": 3})
         hit = json.loads(r.text)["hits"][0]
-        assert r.ok and hit["path"] == "src/timebox.py" and set(hit) == {"id", "path", "lines",
-                                                                         "excerpt", "signals"}
+        assert r.ok and hit["path"] == "src/timebox.py" and set(hit) == {
+            "id", "path", "lines", "excerpt", "signals", "rank", "score"}
+        assert hit["rank"] == 1 and isinstance(hit["score"], float)
+        assert json.loads(r.text)["score_scale"]
         bad = tools.call("inventory", {"limit": 0})
         assert not bad.ok and json.loads(bad.text) == {
             "error": "inventory: argument 'limit' must be an integer from 1 to 2000, got 0 (int)",
@@ -79,11 +81,16 @@ async def _session(root: Path, state: Path) -> list[tuple[str, bool, dict]]:
         async with ClientSession(read, write) as session:
             await session.initialize()
             listed = await session.list_tools()
-            log.append(("list", True, {"names": [t.name for t in listed.tools]}))
+            log.append(("list", True, {"names": [t.name for t in listed.tools],
+                                       "outputs": {t.name: t.output_schema for t in listed.tools},
+                                       "search": next(t.description for t in listed.tools
+                                                      if t.name == "search")}))
 
             async def call(name: str, args: dict) -> dict:
-                res = await session.call_tool(name, args)
+                res = await session.call_tool(name, args)  # checks structuredContent's schema
                 body = json.loads(res.content[0].text)
+                if not res.is_error and listed_schema(listed, name) is not None:
+                    assert res.structured_content == body
                 log.append((name, not res.is_error, body))
                 return body
 
@@ -120,11 +127,15 @@ def test_mcp_server_over_stdio_with_the_sdk_client(tmp_path):
     log = anyio.run(_session, root, tmp_path / "state")
     names = log[0][2]["names"]
     assert names == ["status", "search", "fetch", "inventory", "run_tool", "build"]
+    outputs = log[0][2]["outputs"]
+    assert {n for n, sch in outputs.items() if sch} == {"status", "search", "inventory", "build"}
+    assert outputs["search"]["properties"]["hits"]["type"] == "array"
+    assert "grep: literal text" in log[0][2]["search"] and "{'regex': ...}" in log[0][2]["search"]
     (_, ok_b, build), (_, ok_s, status), (_, ok_q, found), (_, ok_f, fetched) = log[1:5]
     assert ok_b and build["layers"]["bm25"]["coverage"] == 1.0
     assert ok_s and status["units"] == 3 and status["tools"]["allowed"] == ["grep", "ls", "cat",
                                                                             "find", "sleep"]
-    assert ok_q and found["hits"][0]["path"] == "src/timebox.py"
+    assert ok_q and found["hits"][0]["path"] == "src/timebox.py" and found["hits"][0]["rank"] == 1
     assert {r["layer"] for r in found["runs"]} == set(LAYERS)
     assert ok_f and fetched["text"] == "def parse_deadline(value):"
     _, ok_i, inv = log[5]
@@ -151,6 +162,10 @@ def test_mcp_server_over_stdio_with_the_sdk_client(tmp_path):
                 "unknown argument 'qurey'", "no cached tool output"]
     for msg, want in zip(messages, expected):
         assert want in msg, (msg, want)
+
+
+def listed_schema(listed, name: str):
+    return next((t.output_schema for t in listed.tools if t.name == name), None)
 
 
 def fetched_item(whole: str, lines: list[int]) -> str:

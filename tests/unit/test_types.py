@@ -41,6 +41,12 @@ def test_hit_needs_evidence_for_each_signal():
                                 "excerpt": "e", "signals": ["grep"]}
     with pytest.raises(AttributeError):  # frozen
         hit.signals = ("other",)
+    assert hit.score is None and hit.rank is None  # a layer's own hit: fusion sets them
+    fused = Hit(span=hit.span, signals=hit.signals, evidence=hit.evidence, score=0.5, rank=2)
+    assert fused.to_compact()["rank"] == 2 and fused.to_compact()["score"] == 0.5
+    for bad in ({"rank": 0}, {"rank": True}, {"score": float("nan")}, {"score": "1"}):
+        with pytest.raises(ConfigError):
+            Hit(span=hit.span, signals=hit.signals, evidence=hit.evidence, **bad)
 
 
 def test_evidence_and_runs_check_values():

@@ -1,11 +1,13 @@
 """``lar mcp``: the tools of ``lar.apps.mcp.tools`` served over stdio with the MCP Python SDK
 (low-level ``Server``; every tool result is one text block of compact JSON, ``isError`` set on a
-tool error). Each tool call runs in a worker thread with a ``SessionSampler``: when the client
+tool error; the tools of ``lar.apps.mcp.outputs`` declare an ``outputSchema`` and return the same
+JSON as ``structuredContent``). Each tool call runs in a worker thread with a ``SessionSampler``: when the client
 declared the sampling capability, ``build(generator="client")`` reaches the client's model
 through the request's session (``create_message``, run on the event loop from the worker)."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import warnings
 from typing import Any, Mapping, Sequence
@@ -82,8 +84,12 @@ def build_server(tools: LarTools):
 
     import lar
 
-    listed = [types.Tool(name=s.name, description=s.description, input_schema=s.input_schema())
+    from lar.apps.mcp.outputs import output_schema
+
+    listed = [types.Tool(name=s.name, description=s.description, input_schema=s.input_schema(),
+                         output_schema=output_schema(s.name))
               for s in SPECS]
+    structured = {s.name for s in SPECS if output_schema(s.name) is not None}
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(tools=listed)
@@ -93,8 +99,9 @@ def build_server(tools: LarTools):
                                  getattr(ctx, "request_id", None))
         reply = await anyio.to_thread.run_sync(
             functools.partial(tools.call, params.name, params.arguments, client=sampler))
+        body = json.loads(reply.text) if reply.ok and params.name in structured else None
         return types.CallToolResult(content=[types.TextContent(text=reply.text)],
-                                    is_error=not reply.ok)
+                                    structured_content=body, is_error=not reply.ok)
 
     return Server("lar", version=lar.__version__, instructions=INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call_tool)
@@ -102,14 +109,19 @@ def build_server(tools: LarTools):
 
 def serve(root: str | os.PathLike, *, state: str | os.PathLike | None = None,
           allowed_commands: Sequence[str] | None = None, config: Mapping[str, Any] | None = None,
-          layers: Sequence[str] | None = None) -> None:
-    """Serve ``root`` over stdio until the client closes the connection."""
+          layers: Sequence[str] | None = None, background: bool | None = None) -> None:
+    """Serve ``root`` over stdio until the client closes the connection. The engine builds in
+    the background (yielding to searches) unless ``background=False`` or the environment sets
+    ``LAR_BACKGROUND_BUILD=0``."""
     require("mcp", "agent")
     import anyio
     from mcp.server.stdio import stdio_server
 
+    from lar.engine.facade import interactive_background
+
     tools = LarTools(root, state=state, allowed_commands=allowed_commands, config=config,
-                     layers=layers)
+                     layers=layers,
+                     background=interactive_background() if background is None else background)
     server = build_server(tools)
 
     async def main() -> None:

@@ -49,11 +49,25 @@ _STR = {"type": "string"}
 _NAMES = {"type": "array", "items": {"type": "string"}}
 _SECONDS = {"type": ["number", "string"]}
 
+def layer_forms() -> str:
+    """The layers and the query forms each reads (from the registered layer classes), so an
+    agent knows them without calling ``status`` first."""
+    from lar.core.registry import registered_layers
+
+    parts = []
+    for name, cls in sorted(registered_layers().items()):
+        form = " ".join(str(getattr(cls, "query_format", "") or "free text").split())
+        parts.append(f"{name}: {form[:140]}")
+    return "Layers and their query forms: " + "; ".join(parts) + "."
+
+
 SPECS: tuple[ToolSpec, ...] = (
     ToolSpec("status", "Layers (coverage, query format, cost), unit counts, cached tool outputs."),
     ToolSpec("search", "Search the root (source 'files') or the cached tool outputs ('tools') "
-             "under a timebox. Hits are {id, path, lines, excerpt, signals}; fetch an id for the "
-             "full text.", (
+             "under a timebox. Hits are {id, path, lines, excerpt, signals, rank, score} (score "
+             "on the reply's score_scale); fetch an id for the full text. A plain-text query goes "
+             "to every layer in its own reading; {layer: query} gives named layers their own "
+             "form. " + layer_forms(), (
                  Param("query", {"type": ["string", "object"]}, query_arg,
                        "text, or an object {layer: query} to give each layer its own query"),
                  Param("timebox", _SECONDS, seconds_arg(0, 120), "seconds the call may take", 0.5),
@@ -78,11 +92,12 @@ SPECS: tuple[ToolSpec, ...] = (
         Param("offset", {"type": "integer", "minimum": 0}, integer_arg(0, 10**9), "first unit", 0),
         Param("glob", {"type": ["string", "array"], "items": _STR}, globs_arg,
               "only units matching these globs", None))),
-    ToolSpec("run_tool", "Run an allow-listed read-only command (argv list, no shell) inside "
-             "the root; the full output is cached and a filtered view with item ids is "
-             "returned. Fetch an item id for its full text.", (
+    ToolSpec("run_tool", "Run an allow-listed read-only command inside the root: 'command' is "
+             "its argv list (the program, then each argument; no shell line); the full output is "
+             "cached and a filtered view with item ids is returned. Fetch an item id for its "
+             "full text.", (
                  Param("command", {"type": "array", "items": _STR, "minItems": 1}, argv_arg,
-                       "argv list, e.g. [\"rg\", \"-n\", \"TODO\", \"src\"]"),
+                       "the command as an argv list, e.g. [\"rg\", \"-n\", \"TODO\", \"src\"]"),
                  Param("cwd", _STR, string_arg, "working folder, relative to the root", "."),
                  Param("timeout", _SECONDS, seconds_arg(0, 600), "seconds before it is stopped", 30),
                  Param("refresh", {"type": "boolean"}, boolean_arg,
@@ -119,7 +134,8 @@ class LarTools:
 
     def __init__(self, root: str | Path, *, state: str | Path | None = None,
                  allowed_commands: Sequence[str] | None = None,
-                 config: Mapping[str, Any] | None = None, layers: Sequence[str] | None = None):
+                 config: Mapping[str, Any] | None = None, layers: Sequence[str] | None = None,
+                 background: bool = False):
         from lar.engine.facade import default_state_dir
 
         root_path = Path(root).expanduser()
@@ -129,6 +145,7 @@ class LarTools:
         self.state = Path(state).expanduser().resolve() if state else default_state_dir(self.root)
         self.config = dict(config or {})
         self.layers = list(layers) if layers else None
+        self.background = bool(background)  # build in the background once the engine opens
         self.tools = ToolCache(self.state / "tools", root=self.root, allowed_commands=allowed_commands,
                                hidden=[self.state])
         self._engine = None
@@ -141,7 +158,8 @@ class LarTools:
         if self._engine is None:
             import lar
 
-            self._engine = lar.open(self.root, self.state, config=self.config)
+            self._engine = lar.open(self.root, self.state, config=self.config,
+                                    background=self.background)
         return self._engine
 
     def tool_engine(self):
@@ -234,9 +252,11 @@ class LarTools:
             self._note["ids"] = [h["id"] for h in hits]
         runs = [{"layer": r.name, "state": r.state.value, "hits": r.contributions}
                 | ({"coverage": round(r.coverage, 3)} if r.coverage is not None else {})
-                | ({"reason": r.reason} if r.reason and r.state.value != "ran" else {})
+                | ({"reason": r.reason} if r.reason and (r.state.value != "ran" or (
+                    r.coverage is not None and r.coverage < 1.0)) else {})
                 for r in res.runs if r.state.value != "skipped"]
-        return {"hits": hits, "runs": runs, "elapsed": round(res.elapsed, 3)}
+        return {"hits": hits, "score_scale": res.score_scale, "runs": runs,
+                "elapsed": round(res.elapsed, 3)}
 
     def _tool_hit(self, hit: dict[str, Any]) -> dict[str, Any] | None:
         """A hit in the outputs corpus as a tool line id, or None when it is not served."""
@@ -251,8 +271,10 @@ class LarTools:
         if self._note is not None:  # one stage would have sent the lines in full
             self._note["raw_tokens"] += count_tokens(got.text)
         excerpt = hit["excerpt"] if not got.withheld else got.text.strip()[:240]
-        return {"id": f"{oid}:L{a}-{b}", "path": hit["path"], "lines": [a, b], "excerpt": excerpt,
-                "signals": hit["signals"], "cmd": got.command}
+        out = {"id": f"{oid}:L{a}-{b}", "path": hit["path"], "lines": [a, b], "excerpt": excerpt,
+               "signals": hit["signals"], "cmd": got.command}
+        out.update({k: hit[k] for k in ("rank", "score") if k in hit})
+        return out
 
     def _t_fetch(self, id, context) -> dict[str, Any]:  # noqa: A002 - the API's name
         if is_tool_id(id):
