@@ -35,7 +35,7 @@ from lar.store import ContentStore, FileIndex, UnitReader
 from lar.store.reader import decode_span, expand_to_lines, line_range
 from lar.store.extract import DERIVED_KINDS, kind_for, versions_fingerprint
 from lar.store.scanner import DEFAULT_MAX_BYTES, Scanner
-from lar.core.timebox import parse_duration
+from lar.core.timebox import DeadlineReserve, parse_duration
 from lar.core.types import Hit, LayerRun, RunState, Span, parse_hit_id
 
 _HEX = re.compile(r"^[0-9a-f]{8,64}$")
@@ -109,6 +109,8 @@ class Engine(Recording):
         self._active = 0
         self._active_lock = threading.Lock()
         self.freshness = self.config.freshness
+        # the measured cost of fusion + enrichment after the layers, kept back from their deadline
+        self.post_reserve = DeadlineReserve()
         self._init_recording(trace, session)
         if scan:
             self.index_now(initial=True)
@@ -285,7 +287,8 @@ class Engine(Recording):
             self.idle.clear()
         try:
             out = await orchestrate(request, chosen, view, timebox=tb - (time.monotonic() - t_call),
-                                    settings=settings, skipped=skipped, prepare=prepare)
+                                    settings=settings, skipped=skipped, prepare=prepare,
+                                    reserve=self.post_reserve.reserve(tb))
         finally:
             with self._active_lock:
                 self._active -= 1
@@ -295,7 +298,10 @@ class Engine(Recording):
         hits = self.enrich(out.hits, view.scope)
         if request.tokens is not None:
             hits = within_tokens(hits, request.tokens)
-        elapsed = time.monotonic() - t_call
+        now = time.monotonic()
+        elapsed = now - t_call
+        if out.layers_done is not None:
+            self.post_reserve.observe(now - out.layers_done)
         if hits:
             self._bg.submit(self._after_search, [h.hash for h in hits])
         query = dict(request.query) if isinstance(request.query, Mapping) else request.query
