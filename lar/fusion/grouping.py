@@ -104,6 +104,7 @@ def group_hits(per_layer: Mapping[str, Sequence[Hit]]) -> list[Group]:
     _check(per_layer)
     groups: list[_Building] = []
     by_rep: dict[Span, _Building] = {}
+    by_hash: dict[str, list[_Building]] = {}  # each hash's groups, in creation order
     for layer, hits in per_layer.items():
         seen: set[Span] = set()
         count = 0  # groups this layer has reached so far
@@ -116,15 +117,16 @@ def group_hits(per_layer: Mapping[str, Sequence[Hit]]) -> list[Group]:
             if target is not None and layer in target.members:
                 continue  # same place as a group this layer already ranks higher
             if target is None:
-                candidates = [
-                    g for g in groups
-                    if layer not in g.members and g.rep is not None and g.rep.hash == span.hash and g.overlaps(span)
-                ]
+                # only this hash's groups can overlap (no scan of every group: O(n) per list
+                # when places are spread over units, not O(n^2))
+                same = by_hash.setdefault(span.hash, [])
+                candidates = [g for g in same if layer not in g.members and g.overlaps(span)]
                 if candidates:
                     target = min(candidates, key=lambda g: (min(g.ranks.values()), g.order))
                 else:
                     target = _Building(order=len(groups))
                     groups.append(target)
+                    same.append(target)
             count += 1
             old_rep = target.rep
             target.add(layer, hit, count)
