@@ -92,6 +92,16 @@ def add_beir_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--checkpoint", default=None,
                    help="JSONL file each finished query is appended to; rerun with the same file and "
                         "settings to resume after a stop (finished queries are not searched again)")
+    b.add_argument("--stat-test", choices=("student", "fisher"), default="student",
+                   help="paired test: student (t-test) or fisher (randomisation), both ranx's")
+    b.add_argument("--correction", choices=("holm", "bonferroni", "fdr_bh", "none"), default="holm",
+                   help="multiple-comparison correction within each metric's family (default holm)")
+    b.add_argument("--compare", type=csv_list, default=None, metavar="A/B,...",
+                   help="the comparisons to test, e.g. adaptive/best,rrf/route-unique (best: the "
+                        "best route); default: rrf/route-unique and every policy and default vs best")
+    b.add_argument("--per-query", default=None, metavar="FILE",
+                   help="per-query table (.tsv, .csv, .parquet; default <runs dir>/per-query.tsv)")
+    b.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
     b.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -138,10 +148,12 @@ def format_summary(s: dict[str, Any]) -> str:
     out.append(f"route-unique relevant at k={ru['k']}: {ru['route_unique_total']} ("
                + ", ".join(f"{r} {n}" for r, n in ru["route_unique"].items()) + "); kept by "
                + ", ".join(f"{p} {n}" for p, n in ru["recovered_by"].items()))
-    sig = [t for t in s["comparisons"]["significance"]["tests"] if t["significant"]]
-    for t in sig:
-        out.append(f"significant (Holm): {t['a']} vs {t['b']} {t['metric']} {t['delta']:+.4f} "
-                   f"(p_holm {t['p_holm']:.3g})")
+    sig = s["comparisons"]["significance"]
+    for t in sig["tests"]:
+        if t["significant"]:
+            out.append(f"significant ({sig['correction']} per metric): {t['a']} vs {t['b']} "
+                       f"{t['metric']} {t['delta']:+.4f} [{t['ci_low']:+.4f}, {t['ci_high']:+.4f}] "
+                       f"(p {t['p_value']:.3g}, adjusted {t['p_adjusted']:.3g})")
     for row in s.get("anytime_stages", []):
         first = next((m for m in row if "@" in m), None)
         out.append(f"stage {row['stage']} at {row['timebox_s']:g}s: {first} {row.get(first)}, "
@@ -179,7 +191,10 @@ def run_beir_command(args: argparse.Namespace) -> int:
                        config=args.config, runs_dir=runs_dir, cache_root=args.cache_dir,
                        ext=args.ext, attribution_k=args.attribution_k, anytime=args.anytime,
                        anytime_queries=args.anytime_queries, anytime_stages=args.anytime_stages,
-                       checkpoint=args.checkpoint, progress=_progress(args.quiet))
+                       checkpoint=args.checkpoint, stat_test=args.stat_test,
+                       correction=args.correction, comparisons=args.compare, alpha=args.alpha,
+                       per_query_table=args.per_query,
+                       progress=_progress(args.quiet))
     write_json(out, summary)
     print(format_summary(summary))
     print(f"wrote {out} and run files in {runs_dir}/")

@@ -1,8 +1,9 @@
 """Comparisons between routes, fusion policies and the default search.
 
-* :func:`significance`: two-sided paired Student t-tests (``ranx.compare(..., stat_test=
-  "student")``) of RRF vs route-unique and of every policy (and the default search) vs the best
-  single route, per metric, with a Holm-Bonferroni correction over the whole family of tests.
+* :func:`significance`: two-sided paired tests (Student's t or Fisher's randomisation, ranx's
+  functions) of the comparisons asked for (by default RRF vs route-unique and every policy and
+  the default search vs the best single route), corrected within each metric's family, with
+  bootstrap confidence intervals of the differences (:mod:`lar_evals.significance`).
 * :func:`route_unique_relevant`: for every relevant (query, document) pair, which routes found
   it within their first ``k`` hits; a pair found by exactly one route is *route-unique*, and
   ``recovered_by`` counts how many of those each policy (and the default search) kept in its top
@@ -14,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Sequence
 
-from lar_evals.metrics import to_run_dict
+from lar_evals.errors import EvalConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from lar_evals.data import BeirData
@@ -24,19 +25,12 @@ ALPHA = 0.05
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values, in the input order.
+    """Holm-Bonferroni adjusted p-values, in the input order (NaN and None count as 1):
+    :func:`lar_evals.significance.adjust` with ``holm``."""
+    from lar_evals.significance import adjust
 
-    Sorted ascending, the i-th smallest (0-based) is multiplied by ``m - i``, capped at 1, and
-    made monotone (never below the adjusted value before it). NaN counts as 1.
-    """
     p = [1.0 if (v is None or math.isnan(v)) else float(v) for v in pvalues]
-    m = len(p)
-    adjusted = [1.0] * m
-    running = 0.0
-    for i, idx in enumerate(sorted(range(m), key=lambda j: p[j])):
-        running = max(running, min(1.0, (m - i) * p[idx]))
-        adjusted[idx] = running
-    return adjusted
+    return adjust(p, "holm")[0]
 
 
 def best_route(ev: "BeirEvaluation", routes: Sequence[str], metric: str) -> str | None:
@@ -49,7 +43,9 @@ def best_route(ev: "BeirEvaluation", routes: Sequence[str], metric: str) -> str 
     return best
 
 
-def _pairs(routes: Sequence[str], fusion: Sequence[str], best: str | None) -> list[tuple[str, str]]:
+def default_comparisons(fusion: Sequence[str], best: str | None) -> list[tuple[str, str]]:
+    """RRF against route-unique, and every policy and the default search against the best
+    route."""
     pairs = []
     if "rrf" in fusion and "route-unique" in fusion:
         pairs.append(("fusion:rrf", "fusion:route-unique"))
@@ -59,32 +55,59 @@ def _pairs(routes: Sequence[str], fusion: Sequence[str], best: str | None) -> li
     return pairs
 
 
-def significance(ev: "BeirEvaluation", routes: Sequence[str], fusion: Sequence[str],
-                 metrics: Sequence[str], alpha: float = ALPHA) -> dict[str, Any]:
-    """Paired t-tests with a Holm correction (see the module docstring)."""
-    from lar.core.errors import require
+def resolve_comparisons(spec: Sequence[str] | str | None, labels: Sequence[str],
+                        fusion: Sequence[str], best: str | None) -> list[tuple[str, str]]:
+    """The comparisons to test: ``spec`` as ``a:b`` pairs (``a,b`` a label such as
+    ``route:bm25``, ``fusion:rrf``, a bare route or policy name, ``default``, or ``best`` for
+    the best route), or :func:`default_comparisons` when ``spec`` is None."""
+    if spec is None:
+        return default_comparisons(fusion, best)
+    if isinstance(spec, str):
+        spec = [s.strip() for s in spec.split(",") if s.strip()]
+    known = list(labels)
 
-    ranx = require("ranx", "eval")
+    def label(name: str) -> str:
+        if name == "best":
+            if best is None:
+                raise EvalConfigError("'best' names the best route, and no route scored")
+            return f"route:{best}"
+        if name in known:
+            return name
+        hits = [lab for lab in known if lab.split(":", 1)[-1] == name]
+        if len(hits) != 1:
+            raise EvalConfigError(f"unknown comparison side {name!r}; known: {', '.join(known)}, best")
+        return hits[0]
+
+    out: list[tuple[str, str]] = []
+    for item in spec:
+        a, sep, b = item.partition("/")
+        if not sep or not a or not b:
+            raise EvalConfigError(f"a comparison is A/B (e.g. adaptive/best or fusion:rrf/route:bm25), "
+                                  f"got {item!r}")
+        pair = (label(a.strip()), label(b.strip()))
+        if pair[0] == pair[1]:
+            raise EvalConfigError(f"comparison {item!r} compares a list with itself")
+        if pair not in out:
+            out.append(pair)
+    return out
+
+
+def significance(ev: "BeirEvaluation", routes: Sequence[str], fusion: Sequence[str],
+                 metrics: Sequence[str], alpha: float = ALPHA, *, comparisons=None,
+                 stat_test: str = "student", correction: str = "holm",
+                 n_permutations: int = 10000, n_bootstrap: int = 2000, seed: int = 0
+                 ) -> dict[str, Any]:
+    """Paired tests of the comparisons, corrected per metric (:mod:`lar_evals.significance`)."""
+    from lar_evals.significance import paired_tests
+
     best = best_route(ev, routes, metrics[0])
-    tests: list[dict[str, Any]] = []
-    qids = sorted(ev.qrels)
-    if len(qids) >= 2:
-        qrels = ranx.Qrels.from_dict({q: dict(ev.qrels[q]) for q in qids})
-        for a, b in _pairs(routes, fusion, best):
-            run_a = ranx.Run.from_dict(to_run_dict(ev.rankings.get(a, {}), qids), name=a)
-            run_b = ranx.Run.from_dict(to_run_dict(ev.rankings.get(b, {}), qids), name=b)
-            rep = ranx.compare(qrels, [run_a, run_b], list(metrics), stat_test="student", max_p=alpha)
-            for m in metrics:
-                p = float(rep.comparisons[frozenset((a, b))][m]["p_value"])
-                mean_a, mean_b = float(rep.results[a][m]), float(rep.results[b][m])
-                tests.append({"a": a, "b": b, "metric": m, "mean_a": round(mean_a, 4),
-                              "mean_b": round(mean_b, 4), "delta": round(mean_a - mean_b, 4),
-                              "p_value": None if math.isnan(p) else p})
-    for t, adj in zip(tests, holm([t["p_value"] for t in tests])):
-        t["p_holm"] = adj
-        t["significant"] = adj < alpha
-    return {"stat_test": "student (two-sided, paired)", "correction": "holm", "alpha": alpha,
-            "best_route": best, "best_route_metric": metrics[0], "tests": tests}
+    labels = [f"route:{r}" for r in routes] + [f"fusion:{p}" for p in fusion] + ["default"]
+    pairs = resolve_comparisons(comparisons, labels, fusion, best)
+    out = paired_tests(ev.per_query, pairs, metrics, sorted(ev.qrels), stat_test=stat_test,
+                       correction=correction, alpha=alpha, n_permutations=n_permutations,
+                       n_bootstrap=n_bootstrap, seed=seed)
+    out["best_route"], out["best_route_metric"] = best, metrics[0]
+    return out
 
 
 def route_unique_relevant(ev: "BeirEvaluation", routes: Sequence[str], fusion: Sequence[str],
@@ -157,11 +180,11 @@ def per_type_breakdown(ev: "BeirEvaluation", data: "BeirData", labels: Sequence[
 
 
 def compare_all(ev: "BeirEvaluation", routes: Sequence[str], fusion: Sequence[str],
-                metrics: Sequence[str], k: int) -> dict[str, Any]:
-    """The ``comparisons`` section of the summary."""
-    return {"significance": significance(ev, routes, fusion, metrics),
+                metrics: Sequence[str], k: int, **tests: Any) -> dict[str, Any]:
+    """The ``comparisons`` section of the summary (``tests``: options of :func:`significance`)."""
+    return {"significance": significance(ev, routes, fusion, metrics, **tests),
             "route_unique_relevant": route_unique_relevant(ev, routes, fusion, k)}
 
 
-__all__ = ["ALPHA", "best_route", "compare_all", "holm", "per_type_breakdown",
-           "route_unique_relevant", "significance"]
+__all__ = ["ALPHA", "best_route", "compare_all", "default_comparisons", "holm",
+           "per_type_breakdown", "resolve_comparisons", "route_unique_relevant", "significance"]

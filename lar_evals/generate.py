@@ -1,4 +1,4 @@
-"""Generate a rare-term or paraphrase test set from a folder of files, in BEIR layout.
+"""Generate a test set from a folder of files, in BEIR layout.
 
 ``generate(corpus_dir, kind, n, seed, out_dir)`` reads every text file under ``corpus_dir``
 (sorted walk; hidden and cache folders, binaries and files over 1 MB skipped) and writes:
@@ -13,7 +13,10 @@
 * ``qrels/test.tsv``: ``query-id\\tcorpus-id\\tscore``;
 * ``report.json``: the verification report, also returned.
 
-Kinds: ``rare-term`` (``generators.rare_term``) and ``paraphrase`` (``generators.paraphrase``).
+Kinds: ``rare-term`` (``generators.rare_term``), ``mixed`` (``generators.mixed``: a rare name
+plus its docstring's intent), ``paraphrase`` (``generators.pairs``: human-written prose against
+what it describes, the prose blanked in the written corpus; one pair kind alone by its name) and
+``word-swap`` (``generators.paraphrase``: neighbour substitutions, a noisy kind).
 A ``generator(target_text, kind, rng) -> str | None`` callable (an LLM, say) replaces the
 built-in query writing; its queries pass the same verification (``generators.verify``).
 Everything is deterministic for a seed: the same inputs give byte-identical files.
@@ -26,15 +29,18 @@ import random
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from lar_evals.generators import paraphrase, rare_term
-from lar_evals.generators.common import Doc, GenerateError, Target
+from lar_evals.generators import mixed, pairs, paraphrase, rare_term
+from lar_evals.generators.common import Doc, GenerateError, Target, blank
 from lar_evals.generators.verify import (HIST_BINS, MAX_PARAPHRASE_JACCARD, RARE_DF, CorpusStats,
                                 distribution, overlap, rejection)
 
 __all__ = ["GenerateError", "KINDS", "MAX_FILE_BYTES", "generate", "load_generator",
            "read_corpus"]
 
-KINDS = ("rare-term", "paraphrase")
+# paraphrase: every pair kind in turns (each query typed by its pair kind); word-swap: the
+# old neighbour-substitution paraphraser, a noisy vocabulary-mismatch set
+KINDS = ("rare-term", "mixed", "paraphrase", *pairs.PAIR_KINDS, "word-swap")
+TERM_KINDS = ("rare-term", "mixed")
 MAX_FILE_BYTES = 1 << 20
 # paraphrases use the corpus's own words when it shares this many with the static model
 MIN_CORPUS_VOCABULARY = 2000
@@ -45,7 +51,9 @@ BINARY_SUFFIXES = frozenset(
     ".jar .whl .egg .pyc .pyo .so .dll .dylib .exe .o .a .bin .dat .db .sqlite .npy .npz .pt "
     ".pkl .pickle .safetensors .onnx .woff .woff2 .ttf .otf .mp3 .mp4 .wav .ogg .avi .mov".split())
 Generator = Callable[[str, str, random.Random], Optional[str]]
-_ID_PREFIX = {"rare-term": "rare", "paraphrase": "para"}
+_ID_PREFIX = {"rare-term": "rare", "mixed": "mixed", "paraphrase": "para", "doc2code": "d2c",
+              "heading2section": "h2s", "caption2text": "c2t", "ref2env": "r2e",
+              "word-swap": "swap"}
 
 
 def _excluder(patterns: Iterable[str]):
@@ -200,10 +208,15 @@ def generate(corpus_dir: str | os.PathLike, kind: str, n: int, seed: int,
     defined_in: dict = {}
     if kind == "rare-term":
         targets, defined_in = rare_term.ordered_targets(docs, stats, n, rng)
-    else:
+    elif kind == "mixed":
+        targets = mixed.ordered_targets(docs, stats, rng)
+        defined_in = rare_term.definition_targets(docs, stats)[1]
+    elif kind == "word-swap":
         targets = paraphrase.ordered_targets(docs, rng)
+    else:
+        targets = pairs.ordered_targets(docs, rng, pairs.PAIR_KINDS if kind == "paraphrase" else (kind,))
     neighbours = None
-    if kind == "paraphrase" and generator is None and targets:
+    if kind == "word-swap" and generator is None and targets:
         neighbours = _neighbours().restrict(stats.word_df.keys())
         if neighbours.size < MIN_CORPUS_VOCABULARY:  # a small corpus: the model's words
             neighbours = neighbours.restrict(None)
@@ -213,6 +226,8 @@ def generate(corpus_dir: str | os.PathLike, kind: str, n: int, seed: int,
 
     queries, qrels, rejected = [], [], {}
     written_ov, produced_ov, sources = [], [], {}
+    blanked: dict[str, list[tuple[int, int]]] = {}  # doc id -> character ranges to blank
+    answers: dict[str, list[tuple[int, int]]] = {}  # doc id -> written answer spans
     seen: set[str] = set()
     tried = 0
     for target in targets:
@@ -229,6 +244,8 @@ def generate(corpus_dir: str | os.PathLike, kind: str, n: int, seed: int,
             reason = rejection(kind, query, ov, target.term)
             if reason is None and query.lower() in seen:
                 reason = "duplicate"
+            if reason is None and _conflicts(target, answers, blanked, copies):
+                reason = "blank-conflict"  # it would blank another query's answer, or the reverse
         if reason is not None:
             rejected[reason] = rejected.get(reason, 0) + 1
             continue
@@ -236,8 +253,14 @@ def generate(corpus_dir: str | os.PathLike, kind: str, n: int, seed: int,
         written_ov.append(ov)
         sources[target.kind] = sources.get(target.kind, 0) + 1
         qid = f"{_ID_PREFIX[kind]}-{len(queries) + 1:05d}"
-        queries.append(_query_row(qid, kind, query, target, ov))
-        if kind == "rare-term":
+        queries.append(_query_row(qid, target.kind if kind == "paraphrase" else kind, query,
+                                  target, ov))
+        for d, ranges in pairs.redactions(target):
+            for copy in copies[d.text]:
+                blanked.setdefault(copy, []).extend(ranges)
+        for copy in copies[target.doc.text]:
+            answers.setdefault(copy, []).append((target.start, target.end))
+        if kind in TERM_KINDS:
             rel = rare_term.qrels(target, stats, defined_in)
         else:
             rel = {d: 1 for d in sorted(copies[target.doc.text])}
@@ -250,6 +273,8 @@ def generate(corpus_dir: str | os.PathLike, kind: str, n: int, seed: int,
         "generator": _name_of(generator), "candidates": len(targets), "tried": tried,
         "rejected": dict(sorted(rejected.items())), "n_rejected": sum(rejected.values()),
         "sources": dict(sorted(sources.items())),
+        "redacted": {"docs": len(blanked), "ranges": sum(len(v) for v in blanked.values()),
+                     "chars": sum(b - a for v in blanked.values() for a, b in _union(v))},
         "overlap": {"jaccard": distribution([o["jaccard"] for o in written_ov]),
                     "rare_leak": distribution([o["rare_leak"] for o in written_ov])},
         "overlap_generated": {"jaccard": distribution([o["jaccard"] for o in produced_ov]),
@@ -259,8 +284,43 @@ def generate(corpus_dir: str | os.PathLike, kind: str, n: int, seed: int,
         "files": {"corpus": "corpus.jsonl", "queries": "queries.jsonl",
                   "qrels": "qrels/test.tsv", "report": "report.json"},
     }
+    if blanked:
+        docs = [Doc(d.id, _blanked(d.text, blanked[d.id])) if d.id in blanked else d for d in docs]
     _write(Path(out_dir), docs, queries, qrels, report)
     return report
+
+
+def _conflicts(target: Target, answers: dict, blanked: dict, copies: dict) -> bool:
+    """Whether ``target``'s blanking would cut into a written query's answer, or its answer
+    holds text a written query blanks (one query's answer is never another's hidden prose)."""
+    def hit(a: int, b: int, spans) -> bool:
+        return any(a < y and x < b for x, y in spans)
+
+    for d, ranges in pairs.redactions(target):
+        for copy in copies[d.text]:
+            if any(hit(a, b, answers.get(copy, ())) for a, b in ranges):
+                return True
+    return any(hit(target.start, target.end, blanked.get(copy, ()))
+               for copy in copies[target.doc.text])
+
+
+def _union(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        elif a < b:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _blanked(text: str, ranges: Iterable[tuple[int, int]]) -> str:
+    """``text`` with ``ranges`` (characters) blanked (:func:`generators.common.blank`)."""
+    parts, pos = [], 0
+    for a, b in _union(ranges):
+        parts += [text[pos:a], blank(text[a:b])]
+        pos = b
+    return "".join(parts) + text[pos:]
 
 
 def _make_query(kind: str, target: Target, stats: CorpusStats, neighbours, rng: random.Random,
@@ -278,8 +338,12 @@ def _make_query(kind: str, target: Target, stats: CorpusStats, neighbours, rng: 
                                 f"{type(out).__name__}; it must return a string or None")
     elif kind == "rare-term":
         out = rare_term.build_query(target, stats, rng)
-    else:
+    elif kind == "mixed":
+        out = mixed.build_query(target)
+    elif kind == "word-swap":
         out = paraphrase.build_query(target, stats, neighbours, rng)
+    else:  # a pair kind: the human-written prose itself
+        out = target.source_text
     if out is None:
         return None
     out = " ".join(out.split())

@@ -1,6 +1,7 @@
 """Command line of the test-set generator.
 
-``python -m lar_evals generate CORPUS --kind rare-term|paraphrase --n N --seed S --out DIR``
+``python -m lar_evals generate CORPUS --kind KIND[,KIND...] --n N --seed S --out DIR`` (kinds:
+``lar_evals.generate.KINDS``)
 (through ``lar_evals.cli``, which calls ``add_arguments`` and ``run``), or standalone as
 ``python -m lar_evals.generate_cli CORPUS ...``. Prints one summary line and the report's path;
 exits 0 when at least one query was written, 1 when none was, 2 on an error.
@@ -80,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     """Standalone entry point: ``python -m lar_evals.generate_cli CORPUS --kind ... --out DIR``."""
     parser = argparse.ArgumentParser(
         prog="python -m lar_evals.generate_cli",
-        description="Generate a rare-term or paraphrase test set (BEIR layout) from a folder.")
+        description="Generate a test set (BEIR layout) from a folder: rare-term, mixed, "
+                    "paraphrase pairs, word-swap.")
     return run(add_arguments(parser).parse_args(argv))
 
 

@@ -41,33 +41,99 @@ def merge_sets(parts: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     queries: list[str] = []
     qrels: list[str] = []
     seen: dict[str, Path] = {}
-    for part in parts:
-        if (part / "corpus.jsonl").read_bytes() != first:
-            raise GenerateError(f"{part} has another corpus than {parts[0]}: generate the parts "
-                                "from the same folder with the same --max-files/--exclude")
+    corpora = [(part / "corpus.jsonl").read_bytes() for part in parts]
+    merged, part_texts = _merge_corpora(parts, corpora)
+    dropped = 0
+    for part, texts in zip(parts, part_texts):
+        keep: set[str] = set()
         for no, line in enumerate(_read_lines(part / "queries.jsonl"), 1):
             if not line.strip():
                 continue
             try:
-                qid = json.loads(line)["_id"]
+                row = json.loads(line)
+                qid = row["_id"]
             except (ValueError, KeyError, TypeError) as exc:
                 raise GenerateError(f"{part / 'queries.jsonl'}, line {no}: not a query ({exc})") from None
             if qid in seen:
                 raise GenerateError(f"query id {qid!r} is in both {seen[qid]} and {part}")
             seen[qid] = part
+            if texts is not None and _term_blanked(row.get("metadata") or {}, merged):
+                dropped += 1  # another part blanked this query's term in its answer
+                continue
+            keep.add(qid)
             queries.append(line)
         for no, line in enumerate(_read_lines(part / "qrels" / f"{split}.tsv"), 1):
             if no == 1 and line.lower().startswith("query-id"):
                 continue
-            if line.strip():
+            if line.strip() and line.split("\t", 1)[0] in keep:
                 qrels.append(line)
+    if merged is not None:
+        first = "".join(json.dumps({"_id": d, "title": title, "text": t}, ensure_ascii=False) + "\n"
+                        for d, (title, t) in merged.items()).encode("utf-8")
     out = Path(out_dir)
     (out / "qrels").mkdir(parents=True, exist_ok=True)
     (out / "corpus.jsonl").write_bytes(first)
     (out / "queries.jsonl").write_text("".join(q + "\n" for q in queries), encoding="utf-8")
     (out / "qrels" / f"{split}.tsv").write_text(
         "query-id\tcorpus-id\tscore\n" + "".join(r + "\n" for r in qrels), encoding="utf-8")
-    return {"parts": [str(p) for p in parts], "queries": len(queries), "qrels": len(qrels)}
+    return {"parts": [str(p) for p in parts], "queries": len(queries), "qrels": len(qrels),
+            "dropped_blanked_answers": dropped}
+
+
+def _docs(data: bytes) -> dict[str, tuple[str, str]]:
+    out = {}
+    for line in data.decode("utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out[row["_id"]] = (row.get("title", ""), row["text"])
+    return out
+
+
+def _merge_corpora(parts: Sequence[Path], corpora: Sequence[bytes]):
+    """``(None, [None] * n)`` when every part has the same corpus. Otherwise the parts must differ
+    only by blanked text (a paraphrase-pair part blanks its queries' own prose, byte for byte):
+    the merged corpus blanks what any part blanked. Returns ``(merged {id: (title, text)},
+    [each part's {id: (title, text)}])``; anything else is a :class:`GenerateError`."""
+    if all(c == corpora[0] for c in corpora):
+        return None, [None] * len(parts)
+    docs = [_docs(c) for c in corpora]
+    ids = list(docs[0])
+    merged: dict[str, tuple[str, str]] = {}
+    for part, d in zip(parts, docs):
+        if list(d) != ids:
+            raise GenerateError(f"{part} has another corpus than {parts[0]}: generate the parts "
+                                "from the same folder with the same --max-files/--exclude")
+    for i in ids:
+        versions = [d[i][1].encode("utf-8") for d in docs]
+        if all(v == versions[0] for v in versions):
+            merged[i] = (docs[0][i][0], docs[0][i][1])
+            continue
+        if len({len(v) for v in versions}) != 1:
+            raise GenerateError(f"document {i!r} differs between the parts beyond blanked text")
+        out = bytearray(versions[0])
+        for v in versions[1:]:
+            for pos, (a, b) in enumerate(zip(out, v)):
+                if a != b:
+                    if b == 0x20:
+                        out[pos] = 0x20
+                    elif a != 0x20:
+                        raise GenerateError(f"document {i!r} differs between the parts beyond "
+                                            "blanked text")
+        merged[i] = (docs[0][i][0], out.decode("utf-8", errors="replace"))
+    return merged, docs
+
+
+def _term_blanked(meta: dict, merged: dict) -> bool:
+    """Whether a rare-term or mixed query's term is gone from its answer in the merged corpus
+    (a paraphrase query only loses words of its answer: still valid)."""
+    from lar_evals.generators.common import contains_word
+
+    ans, term = meta.get("answer") or {}, meta.get("term")
+    doc, start, end = ans.get("doc"), ans.get("start"), ans.get("end")
+    if not term or doc not in merged or not isinstance(start, int) or not isinstance(end, int):
+        return False
+    span = merged[doc][1].encode("utf-8")[start:end].decode("utf-8", errors="replace")
+    return not contains_word(span, term)
 
 
 def generate_many(corpus_dir: str | os.PathLike, kinds: Sequence[str], n: int, seed: int,
@@ -96,7 +162,8 @@ def generate_many(corpus_dir: str | os.PathLike, kinds: Sequence[str], n: int, s
               "n_rejected": sum(r.get("n_rejected", 0) for r in reports.values()),
               "corpus_files": next(iter(reports.values())).get("corpus_files"),
               "generator": next(iter(reports.values())).get("generator"),
-              "queries": merged["queries"], "qrels": merged["qrels"], "parts": reports}
+              "queries": merged["queries"], "qrels": merged["qrels"],
+              "dropped_blanked_answers": merged["dropped_blanked_answers"], "parts": reports}
     (out / "report.json").write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n",
                                      encoding="utf-8")
     return report

@@ -1,8 +1,9 @@
 """Scoring with ranx: metric-name validation, ranked doc lists to ranx runs, TREC run files.
 
 A ranking here is a best-first list of document ids (``{query_id: [doc_id, ...]}``); it becomes
-a ranx run with strictly decreasing rank-derived scores (``n - position``), because fused hits
-have no score on a shared scale. A query with nothing retrieved gets a placeholder document that
+a ranx run with strictly decreasing rank-derived scores (``n - position``) for scoring, so ranx
+scores exactly the order lar returned (own scores can tie). The TREC run files carry each list's
+own scores (:func:`write_trec`). A query with nothing retrieved gets a placeholder document that
 is never relevant, so ranx scores it 0 instead of rejecting the run.
 """
 from __future__ import annotations
@@ -101,18 +102,40 @@ def check_trec_ids(ids: Iterable[str], what: str) -> None:
                                 "written to a TREC run file (leave out --runs-dir / out_dir)")
 
 
-def write_trec(path: Path, ranking: Ranking, tag: str, qids: Sequence[str]) -> int:
-    """Write ``qid Q0 docid rank score tag`` lines (rank from 1, rank-derived score); returns the
-    number of lines. Queries with nothing retrieved have no line."""
+def write_trec(path: Path, ranking: Ranking, tag: str, qids: Sequence[str],
+               scores: Mapping[str, Mapping[str, float | None]] | None = None) -> dict[str, int | str]:
+    """Write ``qid Q0 docid rank score tag`` lines (rank from 1) and return what was written.
+
+    ``scores[qid][doc]`` is the list's own score (a route's, the fused one for a policy): a
+    query whose every document has one is written with those scores (``repr`` of the float, so
+    they read back exactly); any other query gets rank-derived scores (``n - position``).
+    Returns ``{"lines", "queries", "own_scores", "rank_scores", "tied", "unordered", "scores"}``:
+    how many queries carry own and rank-derived scores, how many of the own-scored ones hold
+    equal scores at adjacent ranks (``tied``: trec_eval and ranx break ties by document id, so
+    they may reorder those) or a score above the one before (``unordered``), and ``scores``
+    (``own``, ``rank`` or ``mixed``). Queries with nothing retrieved have no line."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
+    stats = {"lines": 0, "queries": 0, "own_scores": 0, "rank_scores": 0, "tied": 0, "unordered": 0}
     with path.open("w", encoding="utf-8") as fh:
         for q in qids:
             docs = list(dict.fromkeys(ranking.get(q, ())))
-            for i, d in enumerate(docs):
-                fh.write(f"{q} Q0 {d} {i + 1} {len(docs) - i:.1f} {tag}\n")
-                n += 1
-    return n
+            if not docs:
+                continue
+            stats["queries"] += 1
+            own = [(scores or {}).get(q, {}).get(d) for d in docs]
+            if all(isinstance(v, (int, float)) and math.isfinite(v) for v in own):
+                values = [repr(float(v)) for v in own]
+                stats["own_scores"] += 1
+                stats["tied"] += any(a == b for a, b in zip(own, own[1:]))
+                stats["unordered"] += any(b > a for a, b in zip(own, own[1:]))
+            else:
+                values = [f"{len(docs) - i:.1f}" for i in range(len(docs))]
+                stats["rank_scores"] += 1
+            for i, (d, v) in enumerate(zip(docs, values)):
+                fh.write(f"{q} Q0 {d} {i + 1} {v} {tag}\n")
+                stats["lines"] += 1
+    kinds = [name for name, n in (("own", stats["own_scores"]), ("rank", stats["rank_scores"])) if n]
+    return {**stats, "scores": "mixed" if len(kinds) > 1 else (kinds[0] if kinds else "none")}
 
 
 def read_trec(path: Path) -> dict[str, list[str]]:
@@ -135,8 +158,19 @@ def read_trec(path: Path) -> dict[str, list[str]]:
     return {q: [d for _, d in sorted(v)] for q, v in out.items()}
 
 
+def read_trec_scores(path: Path) -> dict[str, dict[str, float]]:
+    """``{qid: {docid: score}}`` of a TREC run file, the scores as written."""
+    read_trec(path)  # validates the lines
+    out: dict[str, dict[str, float]] = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            qid, _, doc, _, score, _ = line.split()
+            out.setdefault(qid, {})[doc] = float(score)
+    return out
+
+
 __all__ = ["METRIC_FAMILIES", "PLACEHOLDER_DOC", "check_metrics", "check_trec_ids", "evaluate",
-           "read_trec", "rounded", "to_run_dict", "write_trec"]
+           "read_trec", "read_trec_scores", "rounded", "to_run_dict", "write_trec"]
 
 
 def latency(seconds: Sequence[float]) -> dict[str, float | None]:

@@ -10,9 +10,11 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from lar.core.request import SearchRequest, pool_size
-from lar.fusion.pipeline import fuse_hits
+from lar.fusion.grouping import runs_for_fusion
+from lar.fusion.pipeline import Fused, FusionSettings, fuse_hits
+from lar.fusion.policies import fuse
 
-__all__ = ["docs_of_hits", "run_query", "scored_docs"]
+__all__ = ["doc_scores", "docs_of_hits", "fused_scores", "run_query", "scored_docs"]
 
 
 def docs_of_hits(paths_per_hit: Sequence[Sequence[str]], path_to_doc: Mapping[str, str],
@@ -61,12 +63,18 @@ def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fu
     # receive it (its first `pool` hits), with the engine's settings and each route's run (partial
     # guard, backgrounds): offline figures are what eng.search gives on the same lists
     fused_input = {r: layer_lists[r] for r in order if layer_lists.get(r)}
+    scores: dict[str, dict[str, float | None]] = {
+        f"route:{r}": doc_scores(hits, lambda h, r=r: getattr(h.evidence.get(r), "score", None),
+                                 path_to_doc) for r, hits in per_layer.items()}
     for policy in fusion:
         t0 = time.perf_counter()
         settings = eng.fusion_settings(SearchRequest(text, k=k, rrf_c=rrf_c, fusion=policy))
-        fused = eng.enrich(fuse_hits(fused_input, settings, route_runs).hits, scope)
+        result = fuse_hits(fused_input, settings, route_runs)
+        fused = eng.enrich(result.hits, scope)
         times[f"fusion:{policy}"] = time.perf_counter() - t0
         rankings[f"fusion:{policy}"] = docs_of_hits([h.paths for h in fused], path_to_doc)
+        by_id = fused_scores(result, fused_input, settings)
+        scores[f"fusion:{policy}"] = doc_scores(fused, lambda h: by_id.get(h.id), path_to_doc)
         short = eng.enrich(fuse_hits(fused_input, replace(settings, k=attribution_k), route_runs).hits, scope)
         top[f"fusion:{policy}"] = docs_of_hits([h.paths for h in short], path_to_doc)
     t0 = time.perf_counter()
@@ -74,6 +82,8 @@ def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fu
     times["default"] = time.perf_counter() - t0
     paths = [h.paths for h in res.hits]
     rankings["default"] = docs_of_hits(paths, path_to_doc)
+    # the default search's fused score, once hits carry one (Hit.score); rank-derived until then
+    scores["default"] = doc_scores(res.hits, lambda h: getattr(h, "score", None), path_to_doc)
     if attribution_k < k:  # what a caller asking for attribution_k hits gets (route-unique slots)
         short_res = eng.search(text, layers=list(routes), k=attribution_k, timebox=timebox, scope=scope)
         paths = [h.paths for h in short_res.hits]
@@ -84,7 +94,48 @@ def run_query(eng, text: str, *, routes: Sequence[str], order: Sequence[str], fu
             scored[r] = scored_docs(res.hits, r, path_to_doc)
     return {"rankings": rankings, "top": top, "pools": pools, "times": times,
             "states": states, "default_states": default_states, "scored": scored,
-            "backgrounds": backgrounds}
+            "backgrounds": backgrounds, "scores": scores}
+
+
+def doc_scores(hits: Sequence[Any], score_of, path_to_doc: Mapping[str, str]) -> dict[str, float | None]:
+    """``{doc: score}`` of a hit list, a document at its first (best) hit; ``score_of(hit)``
+    gives the hit's score, None (or a non-finite value) when there is none. The keys are in the
+    order of :func:`docs_of_hits`, so they line up with the ranking."""
+    out: dict[str, float | None] = {}
+    for h in hits:
+        for p in h.paths:
+            d = path_to_doc.get(p)
+            if d is not None and d not in out:
+                s = score_of(h)
+                out[d] = float(s) if isinstance(s, (int, float)) and math.isfinite(s) else None
+    return out
+
+
+def fused_scores(result: Fused, per_layer: Mapping[str, Sequence[Any]],
+                 settings: FusionSettings) -> dict[str, float]:
+    """``{hit id: fused score}`` of the hits :func:`lar.fusion.pipeline.fuse_hits` returned.
+
+    A hit that carries its fused score (``Hit.score``) gives it. Otherwise the policy's own
+    function (:func:`lar.fusion.policies.fuse`) runs once more on the same places
+    (``runs_for_fusion`` of the pipeline's groups), and its scores are kept only when its items
+    come in exactly the pipeline's order (``adaptive`` with the partial guard or score
+    backgrounds can differ: then nothing is returned and the run file falls back to
+    rank-derived scores for that query)."""
+    own = {h.id: h.score for h in result.hits if isinstance(getattr(h, "score", None), (int, float))}
+    if own and len(own) == len(result.hits):
+        return own
+    if not result.hits:
+        return {}
+    lists = {name: list(hits) for name, hits in per_layer.items() if hits}
+    places = runs_for_fusion(result.groups, lists)
+    units = ({g.key: g.span.hash for g in result.groups}
+             if settings.policy == "adaptive" and settings.by_unit else None)
+    items = fuse(settings.policy, places, k=settings.k, c=settings.c, model=settings.model,
+                 units=units)
+    by_key = {g.key: g for g in result.groups}
+    if [by_key[it.key].span.id for it in items] != [h.id for h in result.hits]:
+        return {}
+    return {by_key[it.key].span.id: float(it.score) for it in items}
 
 
 def scored_docs(hits: Sequence[Any], route: str, path_to_doc: Mapping[str, str]) -> list[list]:

@@ -32,7 +32,8 @@ __all__ = ["add_arguments", "charts", "load_summaries", "main", "overlap_pairs",
 Table = tuple[list[str], list[list[Any]], set[int]]  # headers, rows, columns whose max is bold
 _KNOWN = {"schema", "dataset", "split", "n_queries", "settings", "routes", "fusion", "default",
           "timing", "coverage", "build", "run_states", "data_report", "comparisons",
-          "attribution", "per_type", "anytime", "anytime_stages", "runs_dir"}
+          "attribution", "per_type", "anytime", "anytime_stages", "runs_dir", "run_files",
+          "per_query", "per_query_table", "wins_losses"}
 
 
 def load_summaries(paths: list[str | Path]) -> list[dict]:
@@ -123,6 +124,15 @@ def _records(items: Any) -> Table | None:
     return keys, [[r.get(k) for k in keys] for r in items], set()
 
 
+def _wins_table(what: str, items: Any) -> Table | None:
+    items = [r for r in items or () if isinstance(r, dict)]
+    if not items:
+        return None
+    return ([what, "qid", "type", "query", "a", "b", "delta"],
+            [[i + 1, r.get("qid"), r.get("type"), r.get("text"), r.get("a"), r.get("b"),
+              r.get("delta")] for i, r in enumerate(items)], set())
+
+
 def _mapping(d: Any, key: str = "key", value: str = "value") -> Table | None:
     if not isinstance(d, dict) or not d:
         return None
@@ -164,6 +174,13 @@ def sections(s: dict) -> list[tuple[str, list[Any]]]:
                    [[p, (rur.get("kept_by") or {}).get(p), (rur.get("recovered_by") or {}).get(p)]
                     for p in pols], set()) if pols else None
         add("Relevant documents by route", facts, per_route, per_pol)
+    wl = s.get("wins_losses") or {}
+    if wl.get("wins") or wl.get("losses"):
+        note = (f"Queries where {wl.get('a')} beats {wl.get('b')} on {wl.get('metric')} by most, "
+                f"and where it loses by most ({len((s.get('per_query') or {}).get('rows') or ())} "
+                f"queries in the per-query table{': ' + s['per_query_table'] if s.get('per_query_table') else ''}).")
+        add(f"Biggest wins and losses: {wl.get('a')} vs {wl.get('b')}", note,
+            _wins_table("wins", wl.get("wins")), _wins_table("losses", wl.get("losses")))
     pairs = overlap_pairs(s)
     add("Route overlap", _records(pairs))
     rest = {k: v for k, v in comp.items() if k not in ("significance", "route_unique_relevant")
@@ -178,6 +195,13 @@ def sections(s: dict) -> list[tuple[str, list[Any]]]:
             set(att) - {"counts", "examples"} else None)
     add("Data report", _mapping(s.get("data_report")))
     add("Run states", _mapping(s.get("run_states"), "runs", "states"))
+    files = s.get("run_files") or {}
+    if files:
+        keys = ["scores", "queries", "own_scores", "rank_scores", "tied", "unordered", "lines"]
+        add("Run files", f"TREC run files in {s.get('runs_dir')}: each list's own scores where "
+            "known, rank-derived otherwise.",
+            (["run"] + keys, [[lab] + [(v or {}).get(k) for k in keys] for lab, v in files.items()],
+             set()))
     add("Settings", _mapping(s.get("settings"), "setting"))
     other = {k: v for k, v in s.items() if k not in _KNOWN}
     add("Other fields", ("json", other) if other else None)

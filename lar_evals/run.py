@@ -52,7 +52,7 @@ from lar_evals.evaluation import BeirEvaluation
 from lar_evals.metrics import check_metrics, check_trec_ids, evaluate, latency, rounded, write_trec
 from lar_evals.query import docs_of_hits, run_query, scored_docs  # noqa: F401  (re-exported)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@100", "mrr@10", "map")
 DEFAULT_FUSION: tuple[str, ...] = ("rrf", "route-unique", "combsum", "combmnz")
 
@@ -163,18 +163,30 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                   ext: str = "auto", scope: Any = None, attribution_k: int = 10,
                   anytime: Sequence[float] | None = None, anytime_queries: int | None = None,
                   anytime_stages: bool = False, checkpoint: str | Path | None = None,
+                  stat_test: str = "student", correction: str = "holm",
+                  comparisons: Sequence[str] | str | None = None, alpha: float = 0.05,
+                  per_query_table: str | Path | None = None,
                   progress: Callable[[int, int], None] | None = None) -> BeirEvaluation:
     """Run the evaluation (see the module docstring) and keep the per-query lists.
     ``checkpoint``: a JSONL file each finished query is appended to; a rerun with the same file
-    and settings skips the queries it holds (:mod:`lar_evals.checkpoint`)."""
+    and settings skips the queries it holds (:mod:`lar_evals.checkpoint`). ``stat_test``
+    (``student``, ``fisher``), ``correction`` (``holm``, ``bonferroni``, ``fdr_bh``, ``none``),
+    ``comparisons`` (``["adaptive/best", ...]``, default: :func:`lar_evals.compare.default_comparisons`)
+    and ``alpha``: the significance tests (:mod:`lar_evals.significance`)."""
     import lar
+
+    from lar_evals.significance import check_test
 
     from lar_evals.anytime import anytime_curve, check_timeboxes, stage_curves
     from lar_evals.attribution import attribute
     from lar_evals.compare import compare_all, per_type_breakdown
+    from lar_evals.per_query import per_query_section, wins_losses, write_table
 
     metrics = check_metrics(metrics)
     fusion = check_policies(fusion)
+    check_test(stat_test, correction)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise EvalConfigError(f"alpha must be between 0 and 1, got {alpha!r}")
     k = _positive_int(k, "k")
     attribution_k = _positive_int(attribution_k, "attribution_k")
     timebox = _positive_float(timebox, "timebox")
@@ -228,6 +240,8 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                 ckpt.add(qid, got)
             ev.scored[qid] = got.get("scored", {})
             ev.backgrounds[qid] = got.get("backgrounds", {})
+            for label, doc_score in got.get("scores", {}).items():
+                ev.scores.setdefault(label, {})[qid] = doc_score
             for part in ("rankings", "top", "pools"):
                 store = getattr(ev, part)
                 for label, docs in got[part].items():
@@ -256,6 +270,8 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
                          "max_queries": max_queries, "seed": seed, "attribution_k": attribution_k,
                          "scope": scope, "corpus_root": str(root), "state_dir": str(eng.state_dir),
                          "lar_version": getattr(lar, "__version__", None),
+                         "stat_test": stat_test, "correction": correction, "alpha": float(alpha),
+                         "comparisons": comparisons,
                          "checkpoint": None if ckpt is None else str(ckpt.path),
                          "resumed_queries": 0 if ckpt is None else len(ckpt.resumed)},
             "routes": {r: rounded(scores[f"route:{r}"]) for r in routes},
@@ -271,9 +287,17 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
             "data_report": dict(data.report),
         }
         ev.summary = summary
-        summary["comparisons"] = compare_all(ev, routes, fusion, metrics, attribution_k)
+        summary["comparisons"] = compare_all(ev, routes, fusion, metrics, attribution_k,
+                                             comparisons=comparisons, stat_test=stat_test,
+                                             correction=correction, alpha=float(alpha), seed=seed)
         summary["attribution"] = attribute(eng, ev, routes, k=attribution_k, scope=scope)
         summary["per_type"] = per_type_breakdown(ev, data, labels, metrics)
+        summary["per_query"] = per_query_section(ev, data, labels, metrics)
+        best = summary["comparisons"]["significance"].get("best_route")
+        if best is not None:
+            summary["wins_losses"] = {"a": "default", "b": f"route:{best}", "metric": metrics[0],
+                                      **wins_losses(summary["per_query"], "default",
+                                                    f"route:{best}", metrics[0], n=10)}
         if anytime:
             curve_qids = qids
             if anytime_queries is not None and anytime_queries < len(qids):
@@ -290,11 +314,19 @@ def evaluate_beir(data: BeirData, *, routes: Sequence[str] | str | None = None,
         summary["runs_dir"] = None
         if runs_dir is not None:
             runs_dir = Path(runs_dir)
+            files = {}
             for label in labels:
                 name = label.replace(":", "-")
-                write_trec(runs_dir / f"{name}.trec", ev.rankings.get(label, {}), f"lar-{name}", qids)
+                files[label] = write_trec(runs_dir / f"{name}.trec", ev.rankings.get(label, {}),
+                                          f"lar-{name}", qids, ev.scores.get(label))
             write_route_lists(runs_dir / "route-lists.jsonl.gz", ev)
             summary["runs_dir"] = str(runs_dir)
+            summary["run_files"] = files
+            if per_query_table is None:
+                per_query_table = runs_dir / "per-query.tsv"
+        summary["per_query_table"] = None
+        if per_query_table is not None:
+            summary["per_query_table"] = str(write_table(per_query_table, summary["per_query"]))
         if out_dir is not None:
             from lar_evals.io import write_json
 

@@ -6,6 +6,8 @@ Chunking, model, index format and tokenisation are private to each layer.
 """
 from __future__ import annotations
 
+import asyncio
+
 import threading
 import time
 from dataclasses import dataclass, field
@@ -315,6 +317,25 @@ class BaseLayer:
         """Of ``units``, those the layer has still to build (always-current layers: none)."""
         return []
 
+    @property
+    def build_version(self) -> str:
+        """The version of what the layer builds (the scheduler's cursors are per version)."""
+        return self.version
+
+    def build_one(self, unit: Unit) -> str:
+        """Build one unit now and say how it went ('ok', 'skipped' or 'failed'). The default
+        goes through the protocol's ``build([unit], cancel)``; a layer that raises there has
+        failed that unit (the scheduler goes on with the next)."""
+        try:
+            asyncio.run(self.build([unit], threading.Event()))
+        except Exception:  # one bad unit never fails the build
+            return "failed"
+        return "ok"
+
+    def collect_garbage(self, live_hashes: set[str]) -> int:
+        """Drop what was built for units that are no longer live; returns how many went."""
+        return 0
+
     async def search(self, query, scope, budget, candidates=None) -> list[Hit]:  # pragma: no cover
         raise NotImplementedError
 
@@ -326,21 +347,56 @@ class BaseLayer:
 OPTIONAL_HOOKS: tuple[str, ...] = (
     "origin", "granularity", "query_format", "cost", "cost_rank", "always_current",
     "early_candidates", "why_not", "default_query", "has_built", "warm", "context_for", "pending",
+    "coverage", "collect_garbage",
 )
 
 
 class ProtocolLayer(BaseLayer):
     """A layer that implements only the protocol, with :class:`BaseLayer`'s defaults for the
     rest: the engine wraps such layers in this, so it can use every optional part directly.
-    Whatever optional part the layer does have is its own; any other attribute is forwarded."""
+    Whatever optional part the layer does have is its own; any other attribute is forwarded.
+
+    A built layer (``always_current = False``) without its own ``pending`` is fed by the file
+    index's change cursor: it has to build every unit whose content changed since the cursor
+    the scheduler set after its last complete pass (all units before the first, or after a
+    version change), less those built since in this process."""
 
     def __init__(self, inner: Any, ctx: LayerContext):
         super().__init__(ctx)
         self.inner = inner
         self.name, self.version, self.roles = inner.name, inner.version, frozenset(inner.roles)
+        self._built: set[str] = set()
         for hook in OPTIONAL_HOOKS:
             if hasattr(inner, hook):
                 setattr(self, hook, getattr(inner, hook))
+
+    def pending(self, units: Sequence[Unit]) -> list[Unit]:
+        if self.always_current:
+            return []
+        cursor = self.ctx.index.get_cursor(self.name)
+        changed = None
+        if cursor is not None and cursor[0] == self.build_version:
+            changed = {r.hash for r in self.ctx.index.changes_since(cursor[1])}
+        seen: set[str] = set()
+        out = []
+        for u in units:
+            if u.hash in self._built or u.hash in seen or (changed is not None and u.hash not in changed):
+                continue
+            seen.add(u.hash)
+            out.append(u)
+        return out
+
+    def coverage(self, scope: ScopeView) -> float:
+        if self.always_current:
+            return 1.0
+        hashes = scope.hashes()
+        return 1.0 - len(self.pending(scope.units())) / len(hashes) if hashes else 1.0
+
+    def build_one(self, unit: Unit) -> str:
+        state = super().build_one(unit)
+        if state == "ok":
+            self._built.add(unit.hash)
+        return state
 
     def __getattr__(self, name: str) -> Any:
         if name == "inner":

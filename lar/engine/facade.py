@@ -101,11 +101,13 @@ class Engine(Recording):
                                 max_bytes=self.max_bytes, extractor_versions=versions_fingerprint())
         self.layers: dict[str, BaseLayer] = {
             name: as_layer(factory(self.ctx), self.ctx) for name, factory in sorted(factories.items())}
-        from lar.engine.scheduler import Builder
+        from lar.engine.scheduler import BuildContext, Builder
 
-        self.builder = Builder(self)
         self.idle = threading.Event()  # set while no search runs (the background builder waits)
         self.idle.set()
+        self.builder = Builder(BuildContext(
+            layers=lambda: self.layers, scope_view=self.scope_view, index=self.index,
+            recent_fetches=lambda: self.recent_fetches, idle=self.idle))
         self._active = 0
         self._active_lock = threading.Lock()
         self.freshness = self.config.freshness

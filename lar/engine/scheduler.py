@@ -5,19 +5,40 @@ then the rest of the scope by usage (hits and fetches recorded in the file index
 rest. ``run(timebox)`` builds in the caller's thread; ``start_background()`` builds in a daemon
 thread (in-process, so it works inside a Jupyter kernel) that pauses while a search runs and
 stops cleanly. Every unit is one atomic step: stopping loses at most the unit in progress.
+
+The builder sees the engine through a narrow :class:`BuildContext` (the layers, scope views,
+the file index, recent fetches and the idle signal), and builds every layer through the
+protocol's parts (``pending``, ``build_one`` — by default the protocol's ``build`` —,
+``collect_garbage``, ``coverage``); after a complete pass it moves the layer's change cursor
+in the file index, which is what feeds a protocol-only layer's next pass.
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from lar.core.layer import Unit
+from lar.core.layer import BaseLayer, ScopeView, Unit
+
+if TYPE_CHECKING:
+    from lar.store.fileindex import FileIndex
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What the builder may use of the engine, and nothing else."""
+
+    layers: Callable[[], Mapping[str, BaseLayer]]
+    scope_view: Callable[[Any], ScopeView]
+    index: "FileIndex"
+    recent_fetches: Callable[[], Sequence[str]]
+    idle: threading.Event
 
 
 class Builder:
-    def __init__(self, engine):
-        self.eng = engine
+    def __init__(self, ctx: BuildContext):
+        self.ctx = ctx
         self.recent: list[str] = []  # hashes of the last request's candidates (best first)
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -26,7 +47,7 @@ class Builder:
 
     # -- what to build ----------------------------------------------------------------------
     def layers(self, names: Iterable[str] | None = None) -> list[tuple[str, Any]]:
-        chosen = [(n, l) for n, l in self.eng.layers.items()
+        chosen = [(n, l) for n, l in self.ctx.layers().items()
                   if not getattr(l, "always_current", True) and (names is None or n in names)]
         return sorted(chosen, key=lambda t: getattr(t[1], "cost_rank", 50))
 
@@ -36,9 +57,9 @@ class Builder:
 
     def order(self, units: list[Unit]) -> list[Unit]:
         pri = {h: i for i, h in enumerate(self.recent)}
-        for i, h in enumerate(reversed(self.eng.recent_fetches[-200:])):
+        for i, h in enumerate(reversed(list(self.ctx.recent_fetches())[-200:])):
             pri.setdefault(h, -1 - i)  # fetched units outrank candidates
-        usage = self.eng.index.usage()
+        usage = self.ctx.index.usage()
 
         def key(u: Unit):
             if u.hash in pri:
@@ -49,7 +70,7 @@ class Builder:
         return sorted(units, key=key)
 
     def plan(self, layer, scope: Any = None) -> list[Unit]:
-        view = self.eng.scope_view(scope)
+        view = self.ctx.scope_view(scope)
         return self.order(layer.pending(view.units()))
 
     # -- building now -----------------------------------------------------------------------
@@ -59,9 +80,16 @@ class Builder:
         deadline = t0 + timebox
         cancel = cancel or threading.Event()
         report: dict[str, Any] = {"timebox": timebox, "layers": {}}
-        live = {u.hash for u in self.eng.scope_view().units()}
+        live = {u.hash for u in self.ctx.scope_view(None).units()}
         for name, layer in self.layers(layers):
             counts = {"ok": 0, "skipped": 0, "failed": 0}
+            view = self.ctx.scope_view(scope)
+            if not layer.applies(view):  # e.g. a model layer with no model configured
+                report["layers"][name] = {"state": "skipped", **counts, "pending": 0,
+                                          "coverage": 0.0,
+                                          "reason": layer.why_not(view) or "does not apply here"}
+                continue
+            seq = self.ctx.index.max_seq()  # the cursor a complete pass may move to
             todo = self.plan(layer, scope)
             state = "ran"
             for u in todo:
@@ -72,15 +100,15 @@ class Builder:
             done = sum(counts.values())
             if done == len(todo):
                 layer.collect_garbage(live)
-                self.eng.index.set_cursor(name, layer.build_version, self.eng.index.max_seq())
+                self.ctx.index.set_cursor(name, layer.build_version, seq)
             report["layers"][name] = {"state": state, **counts, "pending": len(todo) - done,
-                                      "coverage": round(layer.coverage(self.eng.scope_view(scope)), 4)}
+                                      "coverage": round(layer.coverage(self.ctx.scope_view(scope)), 4)}
         report["elapsed"] = time.monotonic() - t0
         return report
 
     def build_changed(self, layer, paths: Iterable[str], deadline: float) -> int:
         """Index the units of just-changed ``paths`` now (the edit-to-search path)."""
-        recs = self.eng.index.get_many(list(paths))
+        recs = self.ctx.index.get_many(list(paths))
         units = [Unit(r.path, r.hash, r.size, r.mtime_ns) for r in recs.values() if not r.deleted]
         n = 0
         for u in layer.pending(units):
@@ -118,7 +146,7 @@ class Builder:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            if not self.eng.idle.wait(timeout=0.5):  # a search is running: yield to it
+            if not self.ctx.idle.wait(timeout=0.5):  # a search is running: yield to it
                 continue
             try:
                 nxt = self._next()

@@ -20,19 +20,17 @@ still loads: units are skipped with that hint and searches fail with ``MissingEx
 """
 from __future__ import annotations
 
-import asyncio
-import sqlite3
-import threading
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 from lar.core.background import ScoreMoments
 from lar.core.building import BuildingLayer, SkipUnit
 from lar.layers.kits.chunking import CHUNKER_VERSION
-from lar.core.errors import ConfigError, MissingExtraError, QueryError
-from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
+from lar.core.errors import ConfigError, QueryError
+from lar.core.layer import Budget, LayerContext, ScopeView, Unit
 from lar.layers.kits.lexical.chunks import CODE_CHUNKER_VERSION, Highlighter, UnitStore, chunk_spans
 from lar.layers.kits.lexical.index import missing_dependency, SegmentedIndex
+from lar.layers.kits.lexical.segmented import SegmentedLayer
 from lar.layers.kits.lexical.segments import SegmentParams
 from lar.layers.kits.lexical.tokenize import Tokenizer
 from lar.core.types import Hit, LayerStatus, Span
@@ -86,7 +84,7 @@ def read_settings(cfg: dict[str, Any]) -> dict[str, Any]:
     return s
 
 
-class BM25Layer(BuildingLayer):
+class BM25Layer(SegmentedLayer):
     name = "bm25"
     version = "1"
     roles = frozenset({"generate"})
@@ -114,11 +112,6 @@ class BM25Layer(BuildingLayer):
             self.dir, params, self.units, self.build_version, max_deltas=s["max_deltas"],
             delta_fraction=s["delta_fraction"], dead_fraction=s["dead_fraction"], idf=s["idf"],
             on_lost=self._forget_lost)
-        self._maint_lock = threading.Lock()
-        self._built_lock = threading.Lock()
-        self._built_cache: tuple[dict[str, str], set[str]] | None = None
-        self._built_dv = -1
-        self._dv_conn: sqlite3.Connection | None = None
 
     # -- versions -------------------------------------------------------------------------------
     @property
@@ -162,57 +155,13 @@ class BM25Layer(BuildingLayer):
     def drop(self, hashes: set[str]) -> None:
         self.units.drop(hashes)  # segments keep their docs as tombstones until the next merge
 
+    @property
+    def sync_units(self) -> int:
+        return self.settings["sync_units"]
+
     def _forget_lost(self, hashes: set[str]) -> None:
         """Units marked built whose stored terms are gone: rebuild them lazily."""
         self.manifest.forget(hashes)
-
-    def built(self) -> dict[str, str]:
-        """The manifest's states for the current version, cached until the manifest changes
-        (SQLite's ``data_version`` on a connection of its own notices every other writer).
-        The dict is shared: callers must not change it."""
-        with self._built_lock:
-            if self._dv_conn is None:
-                self._dv_conn = sqlite3.connect(self.manifest.path, timeout=30,
-                                                check_same_thread=False)
-            dv = self._dv_conn.execute("PRAGMA data_version").fetchone()[0]
-            if self._built_cache is None or dv != self._built_dv:
-                states = super().built()
-                self._built_cache = (states, {h for h, st in states.items() if st == "ok"})
-                self._built_dv = dv
-            return self._built_cache[0]
-
-    def ok_hashes(self) -> set[str]:
-        """Hashes built with state 'ok' (shared set: do not change it)."""
-        self.built()
-        with self._built_lock:
-            return self._built_cache[1] if self._built_cache else set()
-
-    def maintain(self) -> None:
-        """Bring the segments up to date with every built unit now (add, then merge/compact)."""
-        with self._maint_lock:
-            self.index.wait()
-            self.index.maintain(self.ok_hashes())
-
-    def merge(self) -> None:
-        """Force a full merge: one main segment from every built unit, no deltas."""
-        with self._maint_lock:
-            self.index.wait()
-            self.index.merge(self.ok_hashes())
-
-    def collect_garbage(self, live_hashes: set[str]) -> int:
-        n = super().collect_garbage(live_hashes)
-        if self.missing:
-            return n
-        try:
-            self.maintain()
-        except Exception as exc:  # segments are rebuilt at the next search; never fail a build
-            self.index.note(f"segment maintenance failed: {type(exc).__name__}: {exc}")
-        return n
-
-    async def build(self, units: Sequence[Unit], cancel: threading.Event) -> None:
-        await super().build(units, cancel)
-        if not cancel.is_set():
-            await asyncio.to_thread(self.maintain)
 
     def status(self, scope: ScopeView) -> LayerStatus:
         st = super().status(scope)
@@ -221,36 +170,14 @@ class BM25Layer(BuildingLayer):
         return replace(st, notes=notes)
 
     # -- searching ------------------------------------------------------------------------------
-    async def search(self, query: Any, scope: ScopeView, budget: Budget,
-                     candidates: Sequence[Candidate] | None = None) -> list[Hit]:
-        text = parse_query(query)
-        if self.missing:
-            raise MissingExtraError(self.missing, "lexical")
-        return await asyncio.to_thread(self._search, text, scope, budget)
+    def read_query(self, query: Any) -> str:
+        return parse_query(query)
 
-    def _search(self, text: str, scope: ScopeView, budget: Budget) -> list[Hit]:
-        done = self.built()
-        paths = {u.hash: u.path for u in self.applicable(scope)}
-        app = set(paths)
-        if not app:
-            budget.set_coverage(1.0)
-            return []
-        processed = sum(1 for h in app if h in done)
-        allowed = {h for h in app if done.get(h) == "ok"}
-        terms = self.tokenizer.query(text)
-        if not allowed or not terms:
-            budget.set_coverage(processed / len(app))
-            return []
-        ok = self.ok_hashes()
-        waiting = self.index.prepare(allowed, ok, self.settings["sync_units"])
-        budget.set_coverage((processed - len(waiting)) / len(app))
-        if waiting:
-            budget.note(f"{len(waiting)} built units are being added to a segment")
+    def score(self, text: str, terms: list[str], allowed: set[str], paths: dict[str, str],
+              budget: Budget) -> list[Hit]:
         moments = ScoreMoments()
-        results, partial = self.index.search(terms, budget.pool, allowed - waiting, budget.expired,
-                                             moments)
-        background = moments.result()
-        budget.set_background(background)
+        results, partial = self.index.search(terms, budget.pool, allowed, budget.expired, moments)
+        budget.set_background(moments.result())
         hits = self._hits(text, results, budget, paths)
         if partial:
             budget.mark_partial()

@@ -113,10 +113,18 @@ class Target:
     term: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     aux: Any = field(default=None, repr=False)  # generator-private material, never written
+    # character ranges of ``doc`` the written corpus blanks out (the query's own source text)
+    redact: tuple[tuple[int, int], ...] = ()
 
     @property
     def text(self) -> str:
-        return self.doc.text[self.start:self.end]
+        """The answer span as the written corpus holds it (redacted ranges blanked)."""
+        text = self.doc.text[self.start:self.end]
+        for a, b in self.redact:
+            lo, hi = max(a, self.start) - self.start, min(b, self.end) - self.start
+            if lo < hi:
+                text = text[:lo] + blank(text[lo:hi]) + text[hi:]
+        return text
 
     def source(self, limit: int = 300) -> dict[str, Any]:
         """The ``metadata.source`` record of a query made for this target."""
@@ -128,6 +136,12 @@ class Target:
             out["text"] = text if len(text) <= limit else text[: limit - 1] + "…"
         out.update(self.extra)
         return out
+
+
+def blank(text: str) -> str:
+    """``text`` with every character but line breaks replaced by spaces, one per UTF-8 byte,
+    so byte offsets after it stay where they were."""
+    return "".join(c if c in "\r\n" else " " * len(c.encode("utf-8")) for c in text)
 
 
 def line_bounds(text: str, pos: int) -> tuple[int, int]:

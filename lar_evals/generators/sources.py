@@ -167,7 +167,9 @@ class Section:
     level: int
 
 
-def _blocks(doc: Doc):
+def structure_blocks(doc: Doc):
+    """The structure blocks (sections, environments, ...) lar extracts from a Markdown, reST or
+    LaTeX file; empty for other files."""
     if kind_for(doc.id) not in ("markdown", "rst", "latex"):
         return ()
     d = extract(doc.id, doc.data)
@@ -177,7 +179,7 @@ def _blocks(doc: Doc):
 def sections(doc: Doc) -> list[Section]:
     """Sections of a Markdown, reST or LaTeX file, each with the body before its first
     subsection (adornment lines under a heading skipped)."""
-    blocks = [b for b in _blocks(doc) if b.kind == "section" and b.label]
+    blocks = [b for b in structure_blocks(doc) if b.kind == "section" and b.label]
     out: list[Section] = []
     text = doc.text
     for b in blocks:
@@ -206,7 +208,7 @@ def sections(doc: Doc) -> list[Section]:
 def theorems(doc: Doc) -> list[tuple[str, int, int]]:
     """``(environment, start, end)`` of every theorem-like LaTeX environment."""
     out = []
-    for b in _blocks(doc):
+    for b in structure_blocks(doc):
         name = b.label.rstrip("*").lower()
         if b.kind == "environment" and name in THEOREM_ENVS:
             out.append((name, doc.char_offset(b.start), doc.char_offset(b.end)))

@@ -101,8 +101,9 @@ def overlap(query: str, target: str, stats: CorpusStats) -> dict[str, float]:
 
 
 def rejection(kind: str, query: str, ov: dict[str, float], term: str = "") -> str | None:
-    """Why a query of ``kind`` ("rare-term" | "paraphrase") is rejected, or None."""
-    if kind == "rare-term":
+    """Why a query of ``kind`` is rejected, or None: a rare-term or mixed query must hold its
+    term; any other (paraphrase) query must leak no rare term and stay under the Jaccard cap."""
+    if kind in ("rare-term", "mixed"):
         return None if term and contains_word(query, term) else "missing-term"
     if ov["rare_leak"] > 0:
         return "rare-token-leak"

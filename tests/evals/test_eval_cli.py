@@ -23,7 +23,7 @@ def test_python_m_lar_evals_beir_writes_the_json(beir_dir, tmp_path):
         cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(out.read_text())
-    assert summary["schema"] == 1 and summary["n_queries"] == 5
+    assert summary["schema"] == 2 and summary["n_queries"] == 5
     assert set(summary["routes"]) == {"grep", "names"} and set(summary["fusion"]) == {"rrf", "route-unique"}
     assert set(summary["default"]) == {"ndcg@10", "recall@20"}
     assert (tmp_path / "summary-runs" / "default.trec").is_file()

@@ -21,7 +21,7 @@ def test_summary_schema(evaluation):
                 "timing", "coverage", "run_states", "data_report", "comparisons", "attribution",
                 "per_type", "anytime", "runs_dir"):
         assert key in s, key
-    assert s["schema"] == 1 and s["dataset"] == "tiny" and s["split"] == "test"
+    assert s["schema"] == 2 and s["dataset"] == "tiny" and s["split"] == "test"
     assert s["n_queries"] == 5
     assert s["settings"]["routes"] == sorted(ROUTES)  # engine order
     assert set(s["routes"]) == set(ROUTES)
@@ -194,3 +194,56 @@ def test_a_refine_route_records_what_it_scored_in_the_default_search(beir_dir, t
         assert set(docs) <= set(ev.rankings["default"][q])
         assert all(isinstance(s, float) for _, s in ev.scored[q]["fuzzy"])
         assert set(docs) <= set(ev.pools["bm25"][q])  # the generate route supplied the pool
+
+
+def test_trec_files_carry_each_lists_own_scores(evaluation):
+    """route files: the layer's own score of the document's best hit; policy files: the fused
+    score (RRF: sum of 1 / (c + rank) over the routes); both read back exactly."""
+    from lar_evals.metrics import read_trec_scores
+
+    _, ev, out = evaluation
+    runs = out / "result" / "runs"
+    bm25 = read_trec_scores(runs / "route-bm25.trec")
+    assert bm25 and bm25 == {q: s for q, s in ev.scores["route:bm25"].items() if s}
+    rows = [__import__("json").loads(x) for x in __import__("gzip").open(runs / "route-lists.jsonl.gz", "rt")]
+    for row in rows:  # the same numbers the route lists hold (those rounded to 6 digits)
+        for doc, score in row["routes"].get("bm25", [])[:20]:
+            assert bm25[row["qid"]][doc] == pytest.approx(score, abs=1e-6)
+    assert len({s for q in bm25.values() for s in q.values()}) > 3  # not n - position
+    rrf = read_trec_scores(runs / "fusion-rrf.trec")
+    files = ev.summary["run_files"]
+    assert files["fusion:rrf"]["scores"] == "own" and files["route:bm25"]["scores"] == "own"
+    c = ev.summary["settings"]["rrf_c"]
+    some = 0
+    for qid, docs in rrf.items():
+        for doc, score in docs.items():
+            ranks = [row["routes"] for row in rows if row["qid"] == qid][0]
+            expect = 0.0
+            for route, lst in ranks.items():
+                pos = [d for d, _ in lst[:100]]
+                if doc in pos:
+                    expect += 1.0 / (c + pos.index(doc) + 1)
+            assert score == pytest.approx(expect, rel=1e-9), (qid, doc)
+            some += 1
+    assert some >= 3
+
+
+def test_write_trec_round_trips_scores_and_falls_back_to_ranks(tmp_path):
+    from lar_evals.metrics import read_trec, read_trec_scores, write_trec
+
+    ranking = {"q1": ["a", "b", "c"], "q2": ["x", "y"], "q3": []}
+    scores = {"q1": {"a": 12.345678901234567, "b": 0.1 + 0.2, "c": 0.3}, "q2": {"x": 1.0, "y": None}}
+    got = write_trec(tmp_path / "r.trec", ranking, "t", ["q1", "q2", "q3"], scores)
+    assert got == {"lines": 5, "queries": 2, "own_scores": 1, "rank_scores": 1, "tied": 0,
+                   "unordered": 0, "scores": "mixed"}
+    back = read_trec_scores(tmp_path / "r.trec")
+    assert back["q1"] == {"a": 12.345678901234567, "b": 0.30000000000000004, "c": 0.3}  # exact
+    assert back["q2"] == {"x": 2.0, "y": 1.0}  # a missing score: rank-derived for the query
+    assert read_trec(tmp_path / "r.trec") == {"q1": ["a", "b", "c"], "q2": ["x", "y"]}
+    tied = write_trec(tmp_path / "t.trec", {"q": ["a", "b", "c"]}, "t", ["q"],
+                      {"q": {"a": 2.0, "b": 2.0, "c": 3.0}})
+    assert (tied["tied"], tied["unordered"], tied["scores"]) == (1, 1, "own")
+    import ranx
+
+    run = ranx.Run.from_file(str(tmp_path / "r.trec"), kind="trec")  # readable by ranx
+    assert run["q1"]["a"] == pytest.approx(12.345678901234567)

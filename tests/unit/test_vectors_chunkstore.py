@@ -177,12 +177,12 @@ def test_should_stop_returns_partial(tmp_path):
 
 
 def test_half_conversion_is_exact():
-    from lar.layers.kits.vectors.chunkstore import _iter_f32
+    from lar.layers.kits.vectors.chunkrows import iter_f32
     rng = np.random.default_rng(0)
     x = rng.normal(size=(1300, 5)).astype(np.float16)
     x[0] = [0.0, -0.0, 6e-8, -3e-5, 65504]  # zeros, subnormals, the largest half
     rows = np.array([5, 6, 7, 0, 1299] + list(range(100, 1290)), dtype=np.int64)
-    got = np.concatenate([blk.copy() for _, blk in _iter_f32(x, rows)])
+    got = np.concatenate([blk.copy() for _, blk in iter_f32(x, rows)])
     want = x[rows].astype(np.float32)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))  # bit for bit, signs too
 

@@ -33,17 +33,16 @@ recorded). Swap between calls, not while a search or build of this layer runs.
 """
 from __future__ import annotations
 
-import asyncio
-import threading
 from dataclasses import replace
 from typing import Any, Sequence
 
 from lar.core.building import BuildingLayer, Manifest, SkipUnit
 from lar.layers.derived import DerivedCache, DerivedStore, DerivedText, GeneratorKey, resolve_generator
-from lar.core.errors import ConfigError, MissingExtraError, QueryError
-from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
+from lar.core.errors import ConfigError, QueryError
+from lar.core.layer import Budget, LayerContext, ScopeView, Unit
 from lar.layers.kits.lexical.chunks import Highlighter
 from lar.layers.kits.lexical.index import SegmentedIndex, missing_dependency
+from lar.layers.kits.lexical.segmented import SegmentedLayer
 from lar.layers.kits.lexical.segments import SegmentParams
 from lar.layers.kits.lexical.tokenize import Tokenizer
 from lar.core.types import Hit, LayerStatus, Span
@@ -59,7 +58,7 @@ def parse_query(query: Any) -> str:
     raise QueryError("derived", f"give free text (words; matched against derived texts); got {query!r}")
 
 
-class DerivedLayer(BuildingLayer):
+class DerivedLayer(SegmentedLayer):
     name = "derived"
     version = "1"
     roles = frozenset({"generate"})
@@ -93,7 +92,6 @@ class DerivedLayer(BuildingLayer):
         self.store = DerivedStore(self.dir / "texts.sqlite")
         self.index = SegmentedIndex(self.dir, SegmentParams(self.build_version), self.store,
                                     self.build_version, idf="global", on_lost=self.manifest.forget)
-        self._maint_lock = threading.Lock()
         # built state per generator key (slug): (manifest, store, index); see use_generator
         self._states = {self.key.slug: (self.manifest, self.store, self.index)}
 
@@ -190,28 +188,6 @@ class DerivedLayer(BuildingLayer):
     def drop(self, hashes: set[str]) -> None:
         self.store.drop(hashes)  # the central cache keeps them: other layers and versions reuse
 
-    def ok_hashes(self) -> set[str]:
-        return {h for h, st in self.built().items() if st == "ok"}
-
-    def maintain(self) -> None:
-        with self._maint_lock:
-            self.index.wait()
-            self.index.maintain(self.ok_hashes())
-
-    def collect_garbage(self, live_hashes: set[str]) -> int:
-        n = super().collect_garbage(live_hashes)
-        if not self.missing:
-            try:
-                self.maintain()
-            except Exception as exc:  # segments are rebuilt at the next search
-                self.index.note(f"segment maintenance failed: {type(exc).__name__}: {exc}")
-        return n
-
-    async def build(self, units: Sequence[Unit], cancel: threading.Event) -> None:
-        await super().build(units, cancel)
-        if not cancel.is_set() and not self.missing:
-            await asyncio.to_thread(self.maintain)
-
     def status(self, scope: ScopeView) -> LayerStatus:
         st = super().status(scope)
         parts = [self.key.describe(), st.notes]
@@ -223,30 +199,12 @@ class DerivedLayer(BuildingLayer):
         return replace(st, notes="; ".join(p for p in parts if p))
 
     # -- searching ------------------------------------------------------------------------------
-    async def search(self, query: Any, scope: ScopeView, budget: Budget,
-                     candidates: Sequence[Candidate] | None = None) -> list[Hit]:
-        text = parse_query(query)
-        if self.missing:
-            raise MissingExtraError(self.missing, "lexical")
-        return await asyncio.to_thread(self._search, text, scope, budget)
+    def read_query(self, query: Any) -> str:
+        return parse_query(query)
 
-    def _search(self, text: str, scope: ScopeView, budget: Budget) -> list[Hit]:
-        done = self.built()
-        paths = {u.hash: u.path for u in self.applicable(scope)}
-        if not paths:
-            budget.set_coverage(1.0)
-            return []
-        processed = sum(1 for h in paths if h in done)
-        allowed = {h for h in paths if done.get(h) == "ok"}
-        terms = self.tokenizer.query(text)
-        if not allowed or not terms:
-            budget.set_coverage(processed / len(paths))
-            return []
-        waiting = self.index.prepare(allowed, self.ok_hashes(), self.sync_units)
-        budget.set_coverage((processed - len(waiting)) / len(paths))
-        if waiting:
-            budget.note(f"{len(waiting)} built units are being added to a segment")
-        results, partial = self.index.search(terms, budget.pool * 2, allowed - waiting, budget.expired)
+    def score(self, text: str, terms: list[str], allowed: set[str], paths: dict[str, str],
+              budget: Budget) -> list[Hit]:
+        results, partial = self.index.search(terms, budget.pool * 2, allowed, budget.expired)
         if partial:
             budget.mark_partial()
         return self._hits(text, results, budget, paths)

@@ -6,7 +6,7 @@ On disk, under ``dir``:
   ``dim`` values. The generation changes only when ``compact`` rewrites the pack, so a reader
   always reads row numbers from the file they were written for, even while another process
   compacts.
-* ``rows.sqlite`` (WAL): ``rows(hash PRIMARY KEY, first, n, spans, checksum)``: unit ``hash``
+* ``rows.sqlite`` (WAL, ``lar.layers.kits.vectors.chunkcatalog``): ``rows(hash PRIMARY KEY, first, n, spans, checksum)``: unit ``hash``
   owns pack rows ``[first, first + n)``, its chunks' byte spans (int64 ``(n, 2)`` blob) and the
   blake2b-128 of those rows' bytes; ``meta`` holds dim, dtype, generation and the live row count.
 * ``writer.lock``: ``flock``-ed by writers of every process.
@@ -25,20 +25,21 @@ several times faster than numpy's scalar float16 cast), then one BLAS matrix-vec
 """
 from __future__ import annotations
 
-import hashlib
 import os
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from lar.core.background import ScoreBackground, ScoreMoments
 from lar.core.errors import ConfigError, CorruptStateError
-from lar.maxsim.common import f16_to_f32
+from lar.layers.kits.vectors.chunkcatalog import RowCatalog
+from lar.layers.kits.vectors.chunkpack import append_rows, rewrite_pack
+from lar.layers.kits.vectors.chunkrows import (
+    DTYPES, MISMATCH, TRUNCATED, ChunkHits, ChunkMatrix, RowTable, UnitRows, checksum, iter_f32,
+    normalise)
+from lar.layers.kits.vectors.chunkscan import scan_top_k
 
 try:
     import fcntl
@@ -48,104 +49,6 @@ except ImportError:  # pragma: no cover - non-POSIX: in-process locking only
 __all__ = ["ChunkVectorStore", "ChunkMatrix", "ChunkHits"]
 
 BLOCK_ROWS = 65536  # rows scored between two should_stop checks
-_SUB_ROWS = 512  # rows converted at a time (stays in cache)
-_DTYPES = {"float16": ("<f2", "f16"), "float32": ("<f4", "f32")}
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS rows(hash TEXT PRIMARY KEY, first INTEGER NOT NULL,
-    n INTEGER NOT NULL, spans BLOB NOT NULL, checksum TEXT NOT NULL);
-"""
-_TRUNCATED = "pack truncated: rows [{a}, {b}) lie past the end of the {n}-row pack"
-_MISMATCH = "checksum mismatch: the pack bytes changed after they were written"
-
-
-@dataclass(frozen=True)
-class _Row:
-    first: int
-    n: int
-    spans: np.ndarray  # (n, 2) int64
-    checksum: str
-
-
-@dataclass(frozen=True, eq=False)
-class _Table:
-    """The row table as arrays (rebuilt after writes) plus per-unit bad/verified flags."""
-
-    gen: int
-    hashes: list[str]
-    index: dict[str, int]
-    first: np.ndarray
-    n: np.ndarray
-    spans: list[np.ndarray]
-    checksum: list[str]
-    bad: np.ndarray
-    verified: np.ndarray
-
-
-@dataclass(frozen=True, eq=False)
-class ChunkMatrix:
-    """Selected chunk vectors: row ``i`` is chunk ``spans[i]`` of ``owners[unit_index[i]]``.
-    ``vectors`` is float32, or float16 (a memmap slice when the rows are contiguous)."""
-
-    vectors: np.ndarray  # (N, d)
-    owners: list[str]
-    spans: np.ndarray  # (N, 2) int64
-    unit_index: np.ndarray  # (N,) int32 into owners
-
-    def __len__(self) -> int:
-        return int(self.vectors.shape[0])
-
-    def row(self, i: int) -> tuple[str, int, int]:
-        """(hash, start, end) of row ``i``."""
-        return self.owners[int(self.unit_index[i])], int(self.spans[i, 0]), int(self.spans[i, 1])
-
-
-@dataclass(frozen=True)
-class ChunkHits:
-    """Top-k ``(hash, start, end, score)``, best first; ``fraction`` of the selected rows was
-    scored (below 1 when ``should_stop`` ended the scan early)."""
-
-    hits: list[tuple[str, int, int, float]]
-    fraction: float
-    n_scored: int
-    n_total: int
-    # mean and spread of every score the scan computed (lar.core.background); None when too few
-    background: ScoreBackground | None = None
-
-    def __iter__(self) -> Iterator[tuple[str, int, int, float]]:
-        return iter(self.hits)
-
-    def __len__(self) -> int:
-        return len(self.hits)
-
-
-def _normalise(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=-1, keepdims=True)
-    return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
-
-
-def _checksum(raw: np.ndarray) -> str:
-    return hashlib.blake2b(np.ascontiguousarray(raw), digest_size=16).hexdigest()
-
-
-def _iter_f32(pack: np.ndarray, rows: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
-    """Yield ``(offset, float32 block)`` covering ``pack[rows]`` in order, ``_SUB_ROWS`` rows at
-    a time through reused buffers: use each block before asking for the next."""
-    d = pack.shape[1]
-    if pack.dtype.itemsize == 4:
-        buf = np.empty((_SUB_ROWS, d), dtype=np.float32)
-        for o in range(0, len(rows), _SUB_ROWS):
-            idx = rows[o:o + _SUB_ROWS]
-            yield o, np.take(pack, idx, axis=0, out=buf[:len(idx)])
-        return
-    h16 = np.empty((_SUB_ROWS, d), dtype=np.float16)
-    out = np.empty((_SUB_ROWS, d), dtype=np.float32)
-    for o in range(0, len(rows), _SUB_ROWS):
-        idx = rows[o:o + _SUB_ROWS]
-        n = len(idx)
-        np.take(pack, idx, axis=0, out=h16[:n])
-        yield o, f16_to_f32(h16[:n], out[:n])  # the MaxSim kernels' exact vectorised cast
 
 
 class ChunkVectorStore:
@@ -156,41 +59,32 @@ class ChunkVectorStore:
                  compact_min_bytes: int = 1 << 20, garbage_ratio: float = 0.5):
         if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim < 1:
             raise ConfigError(f"ChunkVectorStore dim must be a positive integer, got {dim!r}")
-        if dtype not in _DTYPES:
-            raise ConfigError(f"ChunkVectorStore dtype must be one of {sorted(_DTYPES)}, "
+        if dtype not in DTYPES:
+            raise ConfigError(f"ChunkVectorStore dtype must be one of {sorted(DTYPES)}, "
                               f"got {dtype!r}")
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.dim, self.dtype_name = int(dim), dtype
-        self._dtype = np.dtype(_DTYPES[dtype][0])
-        self._suffix = _DTYPES[dtype][1]
+        self._dtype = np.dtype(DTYPES[dtype][0])
+        self._suffix = DTYPES[dtype][1]
         self._row_bytes = self.dim * self._dtype.itemsize
         self.compact_min_bytes, self.garbage_ratio = compact_min_bytes, garbage_ratio
         self._lock = threading.RLock()
-        self._rows: dict[str, _Row] | None = None  # the row table, loaded lazily
-        self._table: _Table | None = None  # its array form, rebuilt after changes
+        self._rows: dict[str, UnitRows] | None = None  # the row table, loaded lazily
+        self._table: RowTable | None = None  # its array form, rebuilt after changes
         self._dv, self._gen = -1, 0  # PRAGMA data_version and generation of the loaded rows
         self._mm: tuple[int, int, int, np.ndarray] | None = None  # (gen, inode, size, view)
         self._verified: set[tuple[int, str, int]] = set()  # (gen, hash, first)
         self._bad: dict[str, tuple[tuple[int, int, str], str]] = {}  # hash -> (identity, why)
         self._undropped: set[str] = set()  # quarantined units still in the database
         self._lock_fd = os.open(self.dir / "writer.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        db = self.dir / "rows.sqlite"
         try:
-            self._conn = sqlite3.connect(db, timeout=30, isolation_level=None,
-                                         check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._cat = RowCatalog(self.dir / "rows.sqlite")
             with self._flock():
-                self._conn.executescript(_SCHEMA)
-                self._conn.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", [
-                    ("format", "1"), ("dim", str(self.dim)), ("dtype", dtype),
-                    ("generation", "0"), ("live", "0")])
-            meta = dict(self._conn.execute("SELECT key, value FROM meta"))
-        except sqlite3.DatabaseError as exc:
+                meta = self._cat.initialise(self.dim, dtype)
+        except CorruptStateError:
             os.close(self._lock_fd)
-            raise CorruptStateError(f"the chunk vector index {db} is unreadable ({exc}); delete "
-                                    f"{self.dir} and lar rebuilds it") from None
+            raise
         if meta.get("dim") != str(self.dim) or meta.get("dtype") != dtype:
             self.close()
             raise CorruptStateError(
@@ -202,7 +96,7 @@ class ChunkVectorStore:
     def close(self) -> None:
         with self._lock:
             if self._lock_fd >= 0:
-                self._conn.close()
+                self._cat.close()
                 os.close(self._lock_fd)
                 self._lock_fd, self._mm = -1, None
 
@@ -230,29 +124,19 @@ class ChunkVectorStore:
     def _pack_path(self, gen: int) -> Path:
         return self.dir / f"vectors.{gen}.{self._suffix}"
 
-    def _meta_int(self, key: str) -> int:
-        return int(self._conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0])
-
-    def _sync(self) -> dict[str, _Row]:
+    def _sync(self) -> dict[str, UnitRows]:
         """The row table, reloaded when another connection committed since the last load."""
-        dv = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        dv = self._cat.data_version()
         if self._rows is None or dv != self._dv:
-            self._conn.execute("BEGIN")
-            try:
-                gen = self._meta_int("generation")
-                rows = {h: _Row(f, n, np.frombuffer(sp, dtype="<i8").reshape(n, 2), c)
-                        for h, f, n, sp, c in self._conn.execute(
-                            "SELECT hash, first, n, spans, checksum FROM rows")}
-            finally:
-                self._conn.execute("COMMIT")
+            gen, rows = self._cat.load()
             self._rows, self._dv, self._gen, self._table = rows, dv, gen, None
         return self._rows
 
-    def _is_bad(self, h: str, r: _Row) -> bool:
+    def _is_bad(self, h: str, r: UnitRows) -> bool:
         b = self._bad.get(h)
         return b is not None and b[0] == (self._gen, r.first, r.checksum)
 
-    def _plan(self, hashes: Iterable[str] | None) -> tuple[_Table, np.ndarray, np.ndarray]:
+    def _plan(self, hashes: Iterable[str] | None) -> tuple[RowTable, np.ndarray, np.ndarray]:
         """The table, the wanted non-empty in-bounds units sorted by pack row, the pack."""
         with self._lock:
             for _ in range(2):
@@ -264,7 +148,7 @@ class ChunkVectorStore:
             t = self._table
             if t is None:
                 hs, rs = list(rows), list(rows.values())
-                t = self._table = _Table(
+                t = self._table = RowTable(
                     self._gen, hs, {h: i for i, h in enumerate(hs)},
                     np.fromiter((r.first for r in rs), np.int64, len(rs)),
                     np.fromiter((r.n for r in rs), np.int64, len(rs)),
@@ -283,7 +167,7 @@ class ChunkVectorStore:
         over = t.first[sel] + t.n[sel] > pack.shape[0]
         for i in sel[over].tolist():
             a = int(t.first[i])
-            self._quarantine(t, i, _TRUNCATED.format(a=a, b=a + t.n[i], n=pack.shape[0]))
+            self._quarantine(t, i, TRUNCATED.format(a=a, b=a + t.n[i], n=pack.shape[0]))
         sel = sel[~over]
         return t, sel[np.argsort(t.first[sel], kind="stable")], pack
 
@@ -303,32 +187,24 @@ class ChunkVectorStore:
             self._mm = (gen, st.st_ino, st.st_size, view)
         return self._mm[3]
 
-    def _quarantine(self, t: _Table, i: int, why: str) -> None:
+    def _quarantine(self, t: RowTable, i: int, why: str) -> None:
         with self._lock:
             t.bad[i] = True
             h = t.hashes[i]
             self._bad[h] = ((t.gen, int(t.first[i]), t.checksum[i]), why)
             self._undropped.add(h)
 
-    def _verify(self, t: _Table, sel: np.ndarray, pack: np.ndarray) -> np.ndarray:
+    def _verify(self, t: RowTable, sel: np.ndarray, pack: np.ndarray) -> np.ndarray:
         """``sel`` less the units whose bytes fail their checksum (checked once per unit)."""
         todo = sel[~t.verified[sel]]
         for i in todo.tolist():
             a, b = int(t.first[i]), int(t.first[i] + t.n[i])
-            if _checksum(pack[a:b]) == t.checksum[i]:
+            if checksum(pack[a:b]) == t.checksum[i]:
                 t.verified[i] = True
                 self._verified.add((t.gen, t.hashes[i], a))
             else:
-                self._quarantine(t, i, _MISMATCH)
+                self._quarantine(t, i, MISMATCH)
         return sel[~t.bad[sel]] if len(todo) else sel
-
-    @staticmethod
-    def _rows_of(t: _Table, sel: np.ndarray) -> np.ndarray:
-        """Pack row numbers of the units ``sel``, unit after unit."""
-        counts = t.n[sel]
-        total = int(counts.sum())
-        shift = np.repeat(t.first[sel] - (np.cumsum(counts) - counts), counts)
-        return shift + np.arange(total, dtype=np.int64)
 
     def _drop_quarantined(self, blocking: bool) -> None:
         if not self._undropped:
@@ -341,24 +217,7 @@ class ChunkVectorStore:
 
     def _delete_locked(self, ident: dict[str, tuple[int, int, str] | None]) -> None:
         """Delete rows (only those still matching ``ident`` when one is given); locks held."""
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            gen, freed, gone = self._meta_int("generation"), 0, []
-            for h, want in ident.items():
-                got = conn.execute("SELECT first, n, checksum FROM rows WHERE hash=?",
-                                   (h,)).fetchone()
-                if got is None or (want is not None and (gen, got[0], got[2]) != want):
-                    continue
-                conn.execute("DELETE FROM rows WHERE hash=?", (h,))
-                freed += got[1]
-                gone.append(h)
-            conn.execute("UPDATE meta SET value=CAST(value AS INTEGER)-? WHERE key='live'",
-                         (freed,))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        gone = self._cat.delete(ident)
         if self._rows is not None:
             for h in gone:
                 self._rows.pop(h, None)
@@ -384,47 +243,16 @@ class ChunkVectorStore:
                                   f"{s.shape}")
             if not np.isfinite(v).all():
                 raise ConfigError(f"unit {h}: vectors contain NaN or infinity")
-            raw = np.ascontiguousarray(_normalise(v), dtype=self._dtype)
-            prepared.append((h, s, raw, _checksum(raw)))
+            raw = np.ascontiguousarray(normalise(v), dtype=self._dtype)
+            prepared.append((h, s, raw, checksum(raw)))
         if not prepared:
             return
         self._drop_quarantined(blocking=True)
         with self._lock, self._flock():
-            gen = self._meta_int("generation")
-            path = self._pack_path(gen)
-            created = not path.exists()
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                size = os.fstat(fd).st_size
-                first = -(-size // self._row_bytes)  # skip a torn tail left by a killed write
-                data = b"".join(raw.tobytes() for _, _, raw, _ in prepared)
-                pos, view = first * self._row_bytes, memoryview(data)
-                while view:
-                    done = os.pwrite(fd, view, pos)
-                    view, pos = view[done:], pos + done
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            if created:
-                self._fsync_dir()
-            conn, new = self._conn, {}
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                delta = 0
-                for h, s, raw, ck in prepared:
-                    old = conn.execute("SELECT n FROM rows WHERE hash=?", (h,)).fetchone()
-                    n = raw.shape[0]
-                    conn.execute("INSERT OR REPLACE INTO rows VALUES (?, ?, ?, ?, ?)",
-                                 (h, first, n, s.tobytes(), ck))
-                    delta += n - (old[0] if old else 0)
-                    new[h] = _Row(first, n, s, ck)
-                    first += n
-                conn.execute("UPDATE meta SET value=CAST(value AS INTEGER)+? WHERE key='live'",
-                             (delta,))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+            data = b"".join(raw.tobytes() for _, _, raw, _ in prepared)
+            first = append_rows(self._pack_path(self._cat.meta_int("generation")),
+                                self._row_bytes, data)
+            new = self._cat.insert(prepared, first)
             if self._rows is not None:
                 self._rows.update(new)
                 self._table = None
@@ -443,23 +271,13 @@ class ChunkVectorStore:
                 self._undropped.discard(h)
             self._maybe_compact()
 
-    def _fsync_dir(self) -> None:
-        try:
-            fd = os.open(self.dir, os.O_RDONLY)
-        except OSError:  # pragma: no cover - platforms without directory fds
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
     def _garbage(self) -> tuple[int, int]:
         """(garbage rows, pack bytes) of the current generation; locks held."""
         try:
-            size = os.stat(self._pack_path(self._meta_int("generation"))).st_size
+            size = os.stat(self._pack_path(self._cat.meta_int("generation"))).st_size
         except FileNotFoundError:
             return 0, 0
-        return -(-size // self._row_bytes) - self._meta_int("live"), size
+        return -(-size // self._row_bytes) - self._cat.meta_int("live"), size
 
     def _maybe_compact(self) -> None:
         garbage, size = self._garbage()
@@ -479,43 +297,13 @@ class ChunkVectorStore:
             return True
 
     def _compact_locked(self) -> None:
-        conn = self._conn
-        gen = self._meta_int("generation")
+        gen = self._cat.meta_int("generation")
         old_path, new_path = self._pack_path(gen), self._pack_path(gen + 1)  # locks held
-        rows = conn.execute("SELECT hash, first, n, checksum FROM rows ORDER BY first").fetchall()
+        moves, lost, pos = rewrite_pack(old_path, new_path, self._cat.in_pack_order(),
+                                        self._dtype, self.dim)
         try:
-            old_size = os.stat(old_path).st_size
-        except FileNotFoundError:
-            old_size = 0
-        n_old = old_size // self._row_bytes
-        old = (np.memmap(old_path, dtype=self._dtype, mode="r", shape=(n_old, self.dim))
-               if n_old else np.zeros((0, self.dim), dtype=self._dtype))
-        moves, lost, pos = [], [], 0
-        with open(new_path, "wb") as fh:
-            for h, first, n, ck in rows:
-                if first + n > n_old:
-                    lost.append((h, first, ck, _TRUNCATED.format(a=first, b=first + n, n=n_old)))
-                    continue
-                block = old[first:first + n]
-                if _checksum(block) != ck:
-                    lost.append((h, first, ck, _MISMATCH))
-                    continue
-                fh.write(block.tobytes())
-                moves.append((pos, h))
-                pos += n
-            fh.flush()
-            os.fsync(fh.fileno())
-        del old
-        self._fsync_dir()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.executemany("UPDATE rows SET first=? WHERE hash=?", moves)
-            conn.executemany("DELETE FROM rows WHERE hash=?", [(x[0],) for x in lost])
-            conn.execute("UPDATE meta SET value=? WHERE key='generation'", (str(gen + 1),))
-            conn.execute("UPDATE meta SET value=? WHERE key='live'", (str(pos),))
-            conn.execute("COMMIT")
+            self._cat.commit_compaction(gen + 1, moves, lost, pos)
         except BaseException:
-            conn.execute("ROLLBACK")
             new_path.unlink(missing_ok=True)
             raise
         for h, first, ck, why in lost:
@@ -571,10 +359,10 @@ class ChunkVectorStore:
         t, sel, pack = self._plan(hashes)
         sel = self._verify(t, sel, pack)
         self._drop_quarantined(blocking=False)
-        rows, counts = self._rows_of(t, sel), t.n[sel]
+        rows, counts = t.rows_of(sel), t.n[sel]
         if float32:
             vectors = np.empty((len(rows), self.dim), dtype=np.float32)
-            for o, x in _iter_f32(pack, rows):
+            for o, x in iter_f32(pack, rows):
                 vectors[o:o + x.shape[0]] = x
         elif len(rows) and rows[-1] - rows[0] + 1 == len(rows):  # one contiguous range
             vectors = pack[int(rows[0]):int(rows[-1]) + 1]
@@ -602,41 +390,9 @@ class ChunkVectorStore:
             raise ConfigError(f"query has {q.shape[0]} dims, the store holds {self.dim}")
         if k < 1:
             raise ConfigError(f"k must be at least 1, got {k}")
-        qn = _normalise(q)
+        qn = normalise(q)
         t, sel, pack = self._plan(hashes)
-        cum = np.cumsum(t.n[sel])
-        total = int(cum[-1]) if len(cum) else 0
-        best_s = np.zeros(0, dtype=np.float32)
-        best_u = best_r = np.zeros(0, dtype=np.int64)  # table index, row within the unit
-        moments = ScoreMoments()
-        pos = done = 0
-        while pos < len(sel):
-            if done and should_stop is not None and should_stop():
-                break
-            end = max(pos + 1, int(np.searchsorted(cum, done + block_rows, side="right")))
-            block = self._verify(t, sel[pos:end], pack)
-            pos, done = end, int(cum[end - 1])
-            if not len(block):
-                continue
-            counts = t.n[block]
-            scores = np.empty(int(counts.sum()), dtype=np.float32)
-            for o, x in _iter_f32(pack, self._rows_of(t, block)):
-                np.matmul(x, qn, out=scores[o:o + x.shape[0]])
-            moments.add(scores)
-            top = np.argpartition(-scores, k - 1)[:k] if len(scores) > k else np.arange(len(scores))
-            ends = np.cumsum(counts)
-            owner = np.searchsorted(ends, top, side="right")
-            best_s = np.concatenate([best_s, scores[top]])
-            best_u = np.concatenate([best_u, block[owner]])
-            best_r = np.concatenate([best_r, top - (ends[owner] - counts[owner])])
-            if len(best_s) > k:
-                keep = np.argpartition(-best_s, k - 1)[:k]
-                best_s, best_u, best_r = best_s[keep], best_u[keep], best_r[keep]
+        found = scan_top_k(t, sel, pack, qn, k, verify=self._verify, should_stop=should_stop,
+                           block_rows=block_rows)
         self._drop_quarantined(blocking=False)
-        hits = []
-        for j in np.argsort(-best_s, kind="stable").tolist():
-            u, r = int(best_u[j]), int(best_r[j])
-            a, b = t.spans[u][r].tolist()
-            hits.append((t.hashes[u], a, b, float(best_s[j])))
-        return ChunkHits(hits=hits, fraction=done / total if total else 1.0,
-                         n_scored=done, n_total=total, background=moments.result())
+        return found
