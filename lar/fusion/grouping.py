@@ -134,11 +134,18 @@ def group_hits(per_layer: Mapping[str, Sequence[Hit]]) -> list[Group]:
                 if old_rep is not None:
                     by_rep.pop(old_rep, None)
                 by_rep[target.rep] = target  # type: ignore[index]
-    return [
-        Group(key=g.rep.id, span=g.rep, members=g.members, ranks=g.ranks)
-        for g in groups
-        if g.rep is not None  # always true: a group is built with its first member
-    ]
+    return [_group(g) for g in groups if g.rep is not None]  # always true: built with a member
+
+
+def _group(g: _Building) -> Group:
+    """The frozen Group of a built one, without re-checking what building guarantees (members and
+    ranks name the same layers, the key is the representative's id): ~40 % of grouping's time."""
+    out = object.__new__(Group)
+    object.__setattr__(out, "key", g.rep.id)
+    object.__setattr__(out, "span", g.rep)
+    object.__setattr__(out, "members", MappingProxyType(dict(g.members)))
+    object.__setattr__(out, "ranks", MappingProxyType(dict(g.ranks)))
+    return out
 
 
 def runs_for_fusion(
