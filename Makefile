@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.lar-installed
 
-.PHONY: demo test install clean bench chromium
+.PHONY: demo test install clean bench bench-spine chromium
 
 $(STAMP): pyproject.toml constraints.txt
 	sh scripts/check_disk.sh . 3300
@@ -32,7 +32,11 @@ chromium:
 test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q
 
+# the speed goal table (issue 26): lar and its peers side by side; QUICK=1 for a small subset
 bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py $(if $(QUICK),--quick,) --out benchmarks/results/$$(date +%F)-speed-run
+
+bench-spine: $(STAMP)
 	$(BIN)/python benchmarks/bench_spine.py
 
 clean:

@@ -36,7 +36,7 @@ from lar.store import ContentStore, FileIndex, UnitReader
 from lar.store.reader import decode_span, expand_to_lines, line_range
 from lar.store.extract import DERIVED_KINDS, kind_for, versions_fingerprint
 from lar.store.scanner import DEFAULT_MAX_BYTES, Scanner
-from lar.core.timebox import parse_duration
+from lar.core.timebox import DeadlineReserve, parse_duration
 from lar.core.types import Hit, LayerRun, RunState, Span, parse_hit_id
 
 _HEX = re.compile(r"^[0-9a-f]{8,64}$")
@@ -146,6 +146,8 @@ class Engine(Recording):
         self._active = 0
         self._active_lock = threading.Lock()
         self.freshness = self.config.freshness
+        # the measured cost of fusion + enrichment after the layers, kept back from their deadline
+        self.post_reserve = DeadlineReserve()
         self._init_recording(trace, session)
         if scan:
             self.index_now(initial=True)
@@ -326,7 +328,9 @@ class Engine(Recording):
             self.idle.clear()
         try:
             out = await orchestrate(request, chosen, view, timebox=tb - (time.monotonic() - t_call),
-                                    settings=settings, skipped=skipped, prepare=prepare)
+                                    settings=settings, skipped=skipped, prepare=prepare,
+                                    reserve=self.post_reserve.reserve(tb))
+            fused_at = time.monotonic()
             self.builder.note_request(out.candidates)
             if self.spare_build:
                 await self._spare_build(chosen, t_call + tb * (1.0 - SPARE_RESERVE))
@@ -336,11 +340,15 @@ class Engine(Recording):
                 if self._active == 0:
                     self.idle.set()
         runs = self._coverage_reasons(out.runs, view)
+        enrich_from = time.monotonic()
         hits = self.enrich(out.hits, view.scope)
         if request.tokens is not None:
             hits = within_tokens(hits, request.tokens)
         hits = [h if h.rank == i else replace(h, rank=i) for i, h in enumerate(hits, 1)]
-        elapsed = time.monotonic() - t_call
+        now = time.monotonic()
+        elapsed = now - t_call
+        if out.layers_done is not None:  # fusion after the layers, then enrichment (not the spare build)
+            self.post_reserve.observe((fused_at - out.layers_done) + (now - enrich_from))
         if hits:
             self._bg.submit(self._after_search, [h.hash for h in hits])
         query = dict(request.query) if isinstance(request.query, Mapping) else request.query

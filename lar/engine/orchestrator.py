@@ -54,6 +54,8 @@ class SearchOutcome:
     started: float
     layer_hits: Mapping[str, tuple[Hit, ...]]
     score_scale: str = ""  # the scale of the fused hits' scores (lar.fusion.pipeline.POLICY_SCALES)
+    layers_done: float | None = None  # when the layer phases ended (time.monotonic())
+    layer_deadline: float | None = None  # the deadline the layers ran under
 
 
 def role_of(layer: BaseLayer) -> str:
@@ -197,10 +199,13 @@ class CheapCandidates:
 
 async def orchestrate(request: SearchRequest, layers: Sequence[tuple[str, BaseLayer]], scope: ScopeView, *,
                       timebox: float, settings: FusionSettings, skipped: Sequence[LayerRun] = (),
-                      prepare=None) -> SearchOutcome:
-    """Run ``layers`` for ``request`` within ``timebox`` seconds and fuse with ``settings``."""
+                      prepare=None, reserve: float = 0.0) -> SearchOutcome:
+    """Run ``layers`` for ``request`` within ``timebox`` seconds and fuse with ``settings``.
+
+    The layers run until ``timebox - reserve``: the last ``reserve`` seconds are kept for the
+    final fusion and the caller's work on the hits (see :class:`lar.core.timebox.DeadlineReserve`)."""
     t0 = time.monotonic()
-    deadline = t0 + timebox
+    deadline = t0 + max(0.0, timebox - max(0.0, reserve))
     pool = request.pool
     runs: dict[str, LayerRun] = {r.name: r for r in skipped}
     gen, ref, per_query = plan(request.query, layers, scope, runs)
@@ -246,6 +251,7 @@ async def orchestrate(request: SearchRequest, layers: Sequence[tuple[str, BaseLa
                                       ready=needs(layer)))
         record(await run_phase(jobs, deadline))
 
+    layers_done = time.monotonic()
     if request.strict:
         failed = [r for r in runs.values() if r.state is RunState.FAILED]
         if failed:
@@ -261,7 +267,7 @@ async def orchestrate(request: SearchRequest, layers: Sequence[tuple[str, BaseLa
         hits=fused.hits, runs=tuple(ordered_runs), candidates=tuple(g.span.hash for g in fused.groups),
         prepare=_prepared(ready), first_result=min(first_result) if first_result else None,
         pool={n: len(h) for n, h in per_layer.items()}, started=t0, layer_hits=dict(per_layer),
-        score_scale=fused.scale)
+        score_scale=fused.scale, layers_done=layers_done, layer_deadline=deadline)
 
 
 def _prepared(ready) -> Mapping[str, Any] | None:

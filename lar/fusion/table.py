@@ -96,7 +96,10 @@ def collect(runs: Runs) -> CandidateTable:
                 raise ConfigError(
                     f"route {route!r}, position {pos + 1}: expected a (hashable key, score) pair; got {item!r}"
                 ) from None
-            if isinstance(score, bool) or not isinstance(score, numbers.Real) or math.isnan(score):
+            if type(score) is float:  # the common case, without the ABC check below
+                if score != score:
+                    raise ConfigError(f"route {route!r}, key {key!r}: score must be a number; got {score!r}")
+            elif isinstance(score, bool) or not isinstance(score, numbers.Real) or math.isnan(score):
                 raise ConfigError(f"route {route!r}, key {key!r}: score must be a number; got {score!r}")
             cand = table.cands.get(key)
             if cand is None:

@@ -83,6 +83,8 @@ class FileIndex:
         self._local = threading.local()
         self._write_mutex = threading.RLock()
         self._write_depth = 0
+        self._writes = 0  # this process's writes to ``files`` (a stat-only update moves no seq)
+        self._all_cache: tuple[tuple[int, int], dict[str, FileRecord]] | None = None
         self._lock_fh = None
         self.migrated_from: str | None = None
         self._set_aside_older_schema()
@@ -231,6 +233,7 @@ class FileIndex:
         with self.writing() as conn:
             row = conn.execute("SELECT hash, deleted FROM files WHERE path=?", (path,)).fetchone()
             conn.execute("DELETE FROM skipped WHERE path=?", (path,))
+            self._writes += 1
             if row is not None and row[0] == h and not row[1]:
                 conn.execute("UPDATE files SET size=?, mtime_ns=?, ctime_ns=?, ino=? WHERE path=?",
                              (size, mtime_ns, ctime_ns, ino, path))
@@ -255,6 +258,7 @@ class FileIndex:
             if row is None or row[0]:
                 return None
             seq = self._next_seq(conn)
+            self._writes += 1
             conn.execute("UPDATE files SET deleted=1, seq=? WHERE path=?", (seq, path))
             return seq
 
@@ -315,8 +319,17 @@ class FileIndex:
         return out
 
     def all_paths(self) -> dict[str, FileRecord]:
+        """Every path's record (a fresh dict). Read once per change: kept while the sequence
+        number and this process's write count stay put (another process's stat-only refresh
+        of a record is then missed, which costs the scanner one re-hash, never a wrong hash)."""
+        key = (self.max_seq(), self._writes)
+        cached = self._all_cache
+        if cached is not None and cached[0] == key:
+            return dict(cached[1])
         rows = self._conn().execute(f"SELECT {_COLS} FROM files").fetchall()
-        return {r[0]: _record(r) for r in rows}
+        out = {r[0]: _record(r) for r in rows}
+        self._all_cache = (key, out)
+        return dict(out)
 
     def paths_for_hash(self, h: str) -> list[str]:
         rows = self._conn().execute(

@@ -10,6 +10,7 @@ from pathlib import Path
 from lar.core.errors import HitNotFoundError, StaleSpanError
 from lar.core.scope import normalize_relpath
 from lar.store.cas import ContentStore, content_hash
+from lar.store.extract.document import DERIVED_KINDS, kind_for
 from lar.store.fileindex import FileIndex
 
 _CACHE_BYTES = 64 * 1024 * 1024
@@ -126,8 +127,6 @@ class UnitReader:
 
     def unit_text(self, h: str, path: str | None = None) -> bytes:
         """The bytes that spans of unit ``h`` index into (extracted text for derived formats)."""
-        from lar.store.extract import DERIVED_KINDS, kind_for
-
         path = path or self.path_of(h) or ""
         if kind_for(path) not in DERIVED_KINDS:
             return self.read(h)

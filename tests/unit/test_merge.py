@@ -181,3 +181,53 @@ def test_group_is_frozen_and_checked():
     with pytest.raises(ConfigError):
         Group(key="wrong", span=g.span, members=g.members, ranks=g.ranks)
     assert group_hits({}) == []
+
+
+def _reference_groups(per_layer):
+    """The grouping rules read literally (every group checked for overlap): the slow oracle the
+    indexed group_hits must match."""
+    groups = []  # [order, members, ranks, rep]
+    for layer, hits in per_layer.items():
+        seen, count = set(), 0
+        for hit in hits:
+            if hit.span in seen:
+                continue
+            seen.add(hit.span)
+            target = next((g for g in groups if g[3] == hit.span), None)
+            if target is not None and layer in target[1]:
+                continue
+            if target is None:
+                cands = [g for g in groups if layer not in g[1] and g[3].hash == hit.span.hash
+                         and any(m.span.overlaps(hit.span) for m in g[1].values())]
+                if cands:
+                    target = min(cands, key=lambda g: (min(g[2].values()), g[0]))
+                else:
+                    target = [len(groups), {}, {}, None]
+                    groups.append(target)
+            count += 1
+            target[1][layer] = hit
+            target[2][layer] = count
+            if target[3] is None or hit.span.length < target[3].length:
+                target[3] = hit.span
+    return [(g[3].id, dict(g[2]), {n: h.span for n, h in g[1].items()}) for g in groups]
+
+
+def test_group_hits_matches_the_literal_rules_on_random_lists():
+    import random
+
+    from lar.core.types import Hit, Span
+    from lar.fusion.grouping import group_hits
+
+    rnd = random.Random(7)
+    hashes = [c * 16 for c in ("ab", "cd", "ef")]
+    for _ in range(60):
+        per_layer = {}
+        for layer in ("a", "b", "c")[: rnd.randint(1, 3)]:
+            hits = []
+            for rank in range(rnd.randint(0, 25)):
+                s = rnd.randrange(0, 200)
+                span = Span(rnd.choice(hashes), s, s + rnd.choice((0, 5, 20, 80)))
+                hits.append(Hit.single(layer, span, rank=rank + 1, score=1.0 / (rank + 1), score_kind="x"))
+            per_layer[layer] = hits
+        got = [(g.key, dict(g.ranks), {n: h.span for n, h in g.members.items()}) for g in group_hits(per_layer)]
+        assert got == _reference_groups(per_layer)

@@ -262,3 +262,63 @@ def test_fusion_units_mode_is_checked_and_decides_what_adaptive_fuses_by(corpus,
     with lar.open(corpus, state=tmp_path / "s", config={"fusion_units": "span"}) as eng:
         eng.search("parse", timebox=5, layers=["grep"])
     assert seen[-1] is None
+
+
+class DeadlineSpy(BaseLayer):
+    """Records the deadline its budget carries and returns one hit at once."""
+    name = "deadlinespy"
+    roles = frozenset({"generate"})
+    seen: list = []
+
+    async def search(self, query, scope, budget, candidates=None):
+        DeadlineSpy.seen.append((time.monotonic(), budget.deadline))
+        u = scope.units()[0]
+        return [Hit.single(self.name, Span(u.hash, 0, 1), rank=1, score=1.0, score_kind="x")]
+
+
+def test_deadline_reserve_is_measured_and_bounded():
+    from lar.core.timebox import DeadlineReserve
+
+    r = DeadlineReserve(initial=0.01, floor=0.002, cap=0.25, quantile=1.0, headroom=1.0)
+    assert r.reserve(1.0) == 0.01  # nothing measured yet: the initial guess
+    for x in (0.001, 0.03, 0.004, -1.0, float("nan")):
+        r.observe(x)
+    assert r.estimate() == 0.03  # the worst of what was measured (quantile 1), bad values ignored
+    assert r.reserve(1.0) == 0.03
+    assert r.reserve(0.04) == 0.01  # at most a quarter of the timebox
+    r2 = DeadlineReserve(floor=0.002, quantile=0.0, headroom=1.0)
+    r2.observe(0.0)
+    assert r2.reserve(1.0) == 0.002  # at least the floor
+    r3 = DeadlineReserve(window=2, quantile=1.0, headroom=1.0)
+    for x in (0.5, 0.01, 0.02):
+        r3.observe(x)
+    assert r3.estimate() == 0.02  # only the last ``window`` calls count
+    with pytest.raises(lar.LarError):
+        DeadlineReserve(cap=0.0)
+
+
+def test_layers_run_to_the_deadline_minus_the_post_layer_reserve(corpus, tmp_path):
+    """The orchestrator hands its layers ``timebox - reserve`` (less the cancel margin), so the
+    fusion and enrichment after them fit in the caller's timebox; the engine measures the
+    reserve from its own calls."""
+    from lar.engine.orchestrator import LAYER_MARGIN
+
+    register_layer(DeadlineSpy)
+    try:
+        with lar.open(corpus, state=tmp_path / "s") as eng:
+            eng.post_reserve.observe(0.05)  # as if a past call spent 50 ms after its layers
+            reserve = eng.post_reserve.reserve(2.0)
+            assert 0.05 <= reserve <= 0.5
+            DeadlineSpy.seen.clear()
+            before = time.monotonic()
+            res = eng.search("parse_deadline", timebox=2.0, layers=["deadlinespy"])
+            started, layer_deadline = DeadlineSpy.seen[-1]
+            # the call started between ``before`` and the layer's start: its deadline is that
+            # start + 2 s; the layer's is earlier by the reserve and the margin
+            assert before + 2.0 - reserve - LAYER_MARGIN <= layer_deadline + 1e-6
+            assert layer_deadline <= started + 2.0 - reserve - LAYER_MARGIN + 1e-6
+            assert [h.signals for h in res.hits] == [("deadlinespy",)]
+            # and the call measured its own post-layer cost into the reserve
+            assert len(eng.post_reserve) == 2
+    finally:
+        unregister_layer(DeadlineSpy.name)

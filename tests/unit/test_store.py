@@ -42,6 +42,26 @@ def test_index_sequence_tombstones_and_cursors(tmp_path):
         idx.resolve_prefix("ffffff")
 
 
+def test_all_paths_is_read_once_per_change_and_never_stale(tmp_path):
+    """The scanner's full listing of records is kept between changes; every kind of write (a
+    new hash, a stat-only refresh, a tombstone, another process's change) is seen."""
+    idx = FileIndex(tmp_path)
+    idx.upsert("a.txt", "aa" * 16, 3, 1)
+    first = idx.all_paths()
+    assert first["a.txt"].mtime_ns == 1
+    first["junk"] = None  # a caller's dict is its own
+    assert set(idx.all_paths()) == {"a.txt"}
+    idx.upsert("a.txt", "aa" * 16, 3, 2)  # stat-only: no new seq
+    assert idx.all_paths()["a.txt"].mtime_ns == 2
+    idx.upsert("b.txt", "bb" * 16, 3, 1)
+    assert set(idx.all_paths()) == {"a.txt", "b.txt"}
+    idx.tombstone("a.txt")
+    assert idx.all_paths()["a.txt"].deleted
+    other = FileIndex(tmp_path)  # another writer on the same state
+    other.upsert("c.txt", "cc" * 16, 3, 1)
+    assert set(idx.all_paths()) == {"a.txt", "b.txt", "c.txt"}
+
+
 def _hold_lock(state_dir, seconds, ready):
     idx = FileIndex(state_dir)
     with idx.writing():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,7 @@ class Document:
             notes=tuple(d.get("notes", ())))
 
 
+@lru_cache(maxsize=1 << 16)  # called per hit on the search path; a path's kind never changes
 def kind_for(path: str) -> str:
     suffix = Path(path).suffix.lower()
     for kind, exts in KINDS.items():
