@@ -86,7 +86,7 @@ class LarMagics(Magics):
             raise MagicUsageError("which folder? %lar open PATH (or %lar open --demo)",
                                   parsing.SUBPARSERS["open"].format_usage())
         else:
-            from lar.engine.facade import interactive_background
+            from lar.engine.settings import interactive_background
 
             eng = SESSION.open(ns.path, ns.state, config=config, scan=not ns.no_scan,
                                background=interactive_background() and not ns.no_background)
