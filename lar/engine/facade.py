@@ -33,7 +33,7 @@ from lar.core.registry import registered_layers
 from lar.core.result import Fetched, InventoryItem, Result, Status
 from lar.core.scope import Scope, normalize_relpath
 from lar.store import ContentStore, FileIndex, UnitReader
-from lar.store.reader import decode_span, expand_to_lines, line_range
+from lar.store.reader import capped_context, decode_span, expand_to_lines, line_range
 from lar.store.extract import DERIVED_KINDS, kind_for, versions_fingerprint
 from lar.store.scanner import DEFAULT_MAX_BYTES, Scanner
 from lar.core.timebox import DeadlineReserve, parse_duration
@@ -517,6 +517,9 @@ class Engine(Recording):
             f"in it (paths it had: {', '.join(self.index.past_paths(h)) or 'none'}); search again")
 
     def _fetched(self, hit_id, path, h, data, start, end, context, **kw) -> Fetched:
+        context, capped = capped_context(context)
+        if capped:
+            kw["note"] = "; ".join(n for n in (kw.get("note", ""), capped) if n)
         cs, ce = expand_to_lines(data, start, end, context)
         self._bg.submit(self._touch_fetch, h)
         self.recent_fetches.append(h)
