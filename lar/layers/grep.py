@@ -12,8 +12,8 @@ The ripgrep output read before the deadline is ranked; a run cut short reports `
 
 grep sees the files the building layers index: ripgrep reads every file as text (``--text``;
 its own binary detection would drop a file whose first NUL byte lies past the scanner's 8 KiB
-sniff), and a match counts only in a file the scanner indexed (binary and skipped files drop
-out at the stat check); a file name may hold a newline (paths end at the NUL ``--null`` puts
+sniff) except those the scanner skipped as binary (``lar.store.binaryignore``), and a match
+counts only in a file the scanner indexed (the stat check drops the rest); a file name may hold a newline (paths end at the NUL ``--null`` puts
 after them). Formats whose units are extracted text (PDF) are left to the layers that read it.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 from lar.core.errors import QueryError
 from lar.core.layer import BaseLayer, Budget, ScopeView
 from lar.core.scope import material, state_glob
+from lar.store.binaryignore import ignore_path
 from lar.store.extract import BINARY_EXTRACTABLE
 from lar.store.rg import BASE_FLAGS, ignore_flags, rg_path
 from lar.core.types import Hit, Span
@@ -139,6 +140,9 @@ class GrepLayer(BaseLayer):
         state = state_glob(self.ctx.root, self.ctx.state_dir)
         if state:
             cmd += ["--glob", f"!{state}"]
+        skips = ignore_path(self.ctx.state_dir)  # the files the scanner skipped as binary
+        if skips.exists():
+            cmd += ["--ignore-file", str(skips)]
         for p in q.patterns:
             cmd += ["-e", p]
         cmd.append("./")

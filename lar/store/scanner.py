@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from lar.store.binaryignore import BINARY_REASON, write_ignore
 from lar.store.extract import BINARY_EXTRACTABLE
 from lar.store.cas import content_hash
 from lar.store.fileindex import FileIndex
@@ -105,7 +106,7 @@ class Scanner:
         if len(data) > self.max_bytes:
             return "skip", f"too large (> limit {self.max_bytes} bytes)"
         if is_binary(data) and os.path.splitext(rel)[1].lower() not in BINARY_EXTRACTABLE:
-            return "skip", "binary (NUL byte in the first 8 KiB)"
+            return "skip", BINARY_REASON
         return "file", (content_hash(data), len(data), st)
 
     def _apply(self, rel: str, st: os.stat_result | None, report: ScanReport, known) -> str | None:
@@ -172,8 +173,17 @@ class Scanner:
                         report.deleted.append(rel)
                 for rel in stale_skips:
                     self.index.forget_skip(rel)
+        self._write_binary_ignore()
         report.elapsed = time.perf_counter() - t0
         return report
+
+    def _write_binary_ignore(self) -> None:
+        """Keep ``<state>/binary.ignore`` (the files skipped as binary) in line for grep."""
+        try:
+            write_ignore(self.index.state_dir, [p for p, row in self.index.skipped_stats().items()
+                                                if row[0] == BINARY_REASON])
+        except OSError:
+            pass  # grep then reads those files too and drops their matches: slower, not wrong
 
     def _record_problems(self, problems, skipped, seen, report: ScanReport) -> None:
         """Record paths that cannot be listed or stat'ed as skipped (written only when new)."""
@@ -216,8 +226,11 @@ class Scanner:
             todo.append((rel, st, rec))
         self._record_problems(problems, skipped, set(), report)
         if todo:
+            n_skipped = len(report.skipped)
             with self.index.writing():
                 for rel, st, rec in todo:
                     report.current[rel] = self._apply(rel, st, report, rec)
+            if any(why == BINARY_REASON for _, why in report.skipped[n_skipped:]):
+                self._write_binary_ignore()
         report.elapsed = time.perf_counter() - t0
         return report

@@ -253,3 +253,37 @@ def test_grep_does_not_reread_an_unchanged_binary_file_it_matched(tmp_path):
         res = eng.search({"grep": "changed"}, timebox=10)
         assert res.hits == ()
         assert [r.state.value for r in res.runs if r.name == "grep"] == ["ran"]
+
+
+def test_binary_ignore_lists_exactly_the_files_skipped_as_binary(tmp_path):
+    """grep reads every file as text but not those the scanner skipped as binary: the ignore
+    file names each of them exactly (glob characters escaped, never a negation)."""
+    import subprocess
+
+    from lar.store.binaryignore import ignore_line, ignore_path
+    from lar.store.rg import rg_path
+
+    root = tmp_path / "root"
+    root.mkdir()
+    names = ["we[ir]d *name?.bin", "!bang.bin", "#hash.bin", "trailing .bin ", "sub/x{a,b}.bin"]
+    (root / "sub").mkdir()
+    for n in names:
+        (root / n).write_bytes(b"\0bin_needle\n")
+    (root / "weird_name_.bin").write_bytes(b"bin_needle as text\n")  # a glob of one would match
+    (root / "sub" / "xa.bin").write_bytes(b"bin_needle as text too\n")
+    assert ignore_line("two\nlines") is None and ignore_line("!x") == "/\\!x"
+    with lar.open(root, state=tmp_path / "state") as eng:
+        lines = ignore_path(eng.state_dir).read_text().splitlines()
+        assert sorted(lines) == sorted(ignore_line(n) for n in names)
+        out = subprocess.run([rg_path(), "--no-config", "--text", "-l", "--ignore-file",
+                              str(ignore_path(eng.state_dir)), "bin_needle", "./"], cwd=root,
+                             capture_output=True).stdout.decode()
+        assert sorted(out.split()) == ["./sub/xa.bin", "./weird_name_.bin"]
+        res = eng.search({"grep": "bin_needle"}, timebox=10)
+        assert sorted(h.path for h in res.hits) == ["sub/xa.bin", "weird_name_.bin"]
+        (root / "sub" / "x{a,b}.bin").write_text("bin_needle now text\n")
+        eng.index_now()
+        assert len(ignore_path(eng.state_dir).read_text().splitlines()) == len(names) - 1
+        res = eng.search({"grep": "bin_needle"}, timebox=10)
+        assert sorted(h.path for h in res.hits) == ["sub/xa.bin", "sub/x{a,b}.bin",
+                                                    "weird_name_.bin"]
