@@ -52,6 +52,11 @@ class HitNotFoundError(LarError, KeyError):
         return self.args[0]
 
 
+class UnreadablePathError(HitNotFoundError):
+    """A path inside the root names something that cannot be read as a file: a symlink loop,
+    a file without read permission, a path longer than the system allows."""
+
+
 class StaleSpanError(LarError):
     """The file behind a hit changed and the span's text no longer exists in it."""
 

@@ -14,7 +14,7 @@ from lar.core.result import Fetched
 from lar.core.scope import normalize_relpath
 from lar.core.types import Span, parse_hit_id
 from lar.store import ContentStore, FileIndex, UnitReader
-from lar.store.reader import decode_span, expand_to_lines, line_range
+from lar.store.reader import capped_context, decode_span, expand_to_lines, line_range
 
 HEX_ID = re.compile(r"^[0-9a-f]{8,64}$")
 
@@ -99,6 +99,9 @@ class UnitAccess:
             f"in it (paths it had: {', '.join(self.index.past_paths(h)) or 'none'}); search again")
 
     def fetched(self, hit_id, path, h, data, start, end, context, **kw) -> Fetched:
+        context, capped = capped_context(context)
+        if capped:
+            kw["note"] = "; ".join(n for n in (kw.get("note", ""), capped) if n)
         cs, ce = expand_to_lines(data, start, end, context)
         self._on_fetch(h)
         src = self._context_for(h, Span(h, start, end), path)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 from lar.core.errors import CorruptStateError, HitNotFoundError, StateLockedError
+from lar.store.pathkeys import display_path, key_path, path_key
 
 SCHEMA_VERSION = "2"
 
@@ -252,6 +253,7 @@ class FileIndex:
 
     def tombstone(self, path: str) -> int | None:
         """Mark ``path`` deleted (one row per path: repeated changes collapse)."""
+        path = path_key(path)  # a non-UTF-8 name is never in ``files``: found nowhere
         with self.writing() as conn:
             row = conn.execute("SELECT deleted FROM files WHERE path=?", (path,)).fetchone()
             conn.execute("DELETE FROM skipped WHERE path=?", (path,))
@@ -264,8 +266,9 @@ class FileIndex:
 
     def record_skip(self, path: str, reason: str, size: int | None, mtime_ns: int | None = None,
                     ctime_ns: int | None = None, ino: int | None = None) -> None:
+        path = path_key(path)  # a non-UTF-8 name is kept as its raw bytes (lar.store.pathkeys)
         with self.writing() as conn:
-            self.tombstone(path)  # a file that became binary or too large leaves the index
+            self.tombstone(key_path(path))  # a file that became binary or too large leaves the index
             conn.execute(
                 "INSERT INTO skipped(path, reason, size, mtime_ns, ctime_ns, ino) VALUES (?,?,?,?,?,?) "
                 "ON CONFLICT(path) DO UPDATE SET reason=excluded.reason, size=excluded.size, "
@@ -275,7 +278,7 @@ class FileIndex:
 
     def forget_skip(self, path: str) -> None:
         with self.writing() as conn:
-            conn.execute("DELETE FROM skipped WHERE path=?", (path,))
+            conn.execute("DELETE FROM skipped WHERE path=?", (path_key(path),))
 
     def set_cursor(self, layer: str, version: str, seq: int) -> None:
         with self.writing() as conn:
@@ -298,7 +301,7 @@ class FileIndex:
     # -- reads ------------------------------------------------------------------------------
     def get(self, path: str) -> FileRecord | None:
         row = self._conn().execute(
-            f"SELECT {_COLS} FROM files WHERE path=?", (path,)
+            f"SELECT {_COLS} FROM files WHERE path=?", (path_key(path),)
         ).fetchone()
         return _record(row) if row else None
 
@@ -312,7 +315,7 @@ class FileIndex:
         out: dict[str, FileRecord] = {}
         conn = self._conn()
         for i in range(0, len(paths), 500):
-            chunk = paths[i:i + 500]
+            chunk = [path_key(p) for p in paths[i:i + 500]]
             marks = ",".join("?" * len(chunk))
             for r in conn.execute(f"SELECT {_COLS} FROM files WHERE path IN ({marks})", chunk):
                 out[r[0]] = _record(r)
@@ -377,13 +380,23 @@ class FileIndex:
         return (row[0], row[1]) if row else None
 
     def skipped(self) -> list[tuple[str, str, int | None]]:
-        return [tuple(r) for r in self._conn().execute(
+        """(path, reason, size) of each skipped file; a name that is not UTF-8 is shown escaped."""
+        return [(display_path(r[0]), r[1], r[2]) for r in self._conn().execute(
             "SELECT path, reason, size FROM skipped ORDER BY path").fetchall()]
 
-    def skipped_stats(self) -> dict[str, tuple]:
-        """{path: (reason, size, mtime_ns, ctime_ns, ino)} of skipped files (scanner's stat pass)."""
-        return {r[0]: tuple(r[1:]) for r in self._conn().execute(
-            "SELECT path, reason, size, mtime_ns, ctime_ns, ino FROM skipped").fetchall()}
+    def skipped_stats(self, paths: list[str] | None = None) -> dict[str, tuple]:
+        """{path: (reason, size, mtime_ns, ctime_ns, ino)} of skipped files (all, or those of
+        ``paths``), keyed as the scanner holds paths (its stat pass, and grep's refresh)."""
+        q = "SELECT path, reason, size, mtime_ns, ctime_ns, ino FROM skipped"
+        if paths is None:
+            rows = self._conn().execute(q).fetchall()
+        else:
+            rows = []
+            for i in range(0, len(paths), 500):
+                chunk = [path_key(p) for p in paths[i:i + 500]]
+                rows += self._conn().execute(
+                    f"{q} WHERE path IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+        return {key_path(r[0]): tuple(r[1:]) for r in rows}
 
     def usage(self) -> dict[str, tuple[int, int, float]]:
         rows = self._conn().execute("SELECT hash, hits, fetches, last FROM usage").fetchall()
