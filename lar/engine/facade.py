@@ -24,6 +24,7 @@ from lar.core.config import EngineConfig
 from lar.core.request import DEFAULT_K, DEFAULT_RRF_C, DEFAULT_TIMEBOX, SearchRequest, as_request
 from lar.fusion.pipeline import FusionSettings
 from lar.fusion.policies import DEFAULT_POLICY
+from lar.engine import currency
 from lar.engine.excerpts import EXCERPT_CHARS, make_excerpt, within_tokens
 from lar.engine.loop import LoopThread
 from lar.engine.orchestrator import orchestrate, run_order
@@ -321,8 +322,10 @@ class Engine(Recording):
             self._maybe_rescan()
         prepare = None
         if building:
-            def prepare():
-                return self._prepare_building(building, inline_budget=0.25 * tb)
+            async def prepare():
+                report = await self._prepare_building(building, inline_budget=0.25 * tb)
+                view.refresh()  # the building layers search the units the stat pass found
+                return report
         with self._active_lock:
             self._active += 1
             self.idle.clear()
@@ -341,7 +344,9 @@ class Engine(Recording):
                     self.idle.set()
         runs = self._coverage_reasons(out.runs, view)
         enrich_from = time.monotonic()
-        hits = self.enrich(out.hits, view.scope)
+        fused, stale = currency.current_hits(out.hits, self.index)
+        runs = currency.note_runs(runs, currency.stale_notes(stale))
+        hits = self.enrich(fused, view.scope)
         if request.tokens is not None:
             hits = within_tokens(hits, request.tokens)
         hits = [h if h.rank == i else replace(h, rank=i) for i, h in enumerate(hits, 1)]
@@ -483,6 +488,9 @@ class Engine(Recording):
         if known_paths:
             self._detect(known_paths)  # stat check: did the file change since the hit?
         current_paths = self.index.paths_for_hash(h)
+        if not current_paths:  # renamed or copied? a stat pass finds the same content elsewhere
+            self.index_now()
+            current_paths = self.index.paths_for_hash(h)
         try:
             old = self.reader.unit_text(h)
         except StaleSpanError:
