@@ -46,7 +46,7 @@ def test_hits_of_an_edited_files_previous_text_are_not_returned_as_current(tmp_p
 
 def test_a_hit_whose_text_is_in_no_current_file_is_left_out_and_said_so(tmp_path):
     from lar.core.types import Hit, LayerRun, Span
-    from lar.engine.currency import current_hits, note_runs, stale_note, stale_notes
+    from lar.engine.currency import current_hits, note_runs, run_notes, stale_note
 
     root = _folder(tmp_path, {"a.txt": "one two three\n"})
     with lar.open(root, state=tmp_path / "s") as eng:
@@ -58,7 +58,7 @@ def test_a_hit_whose_text_is_in_no_current_file_is_left_out_and_said_so(tmp_path
         kept, dropped = current_hits([gone, here, given], eng.index)
         assert kept == [here, given]  # a hit with its own current path (grep) is kept
         assert dropped == {"bm25": 1}
-        runs = note_runs([LayerRun("bm25", "ran"), LayerRun("grep", "ran")], stale_notes(dropped))
+        runs = note_runs([LayerRun("bm25", "ran"), LayerRun("grep", "ran")], run_notes(dropped))
         assert runs[0].notes == (stale_note(1),) and runs[1].notes == ()
         assert "left out 1 hit of text that no current file holds" in stale_note(1)
 
@@ -94,7 +94,6 @@ def test_renames_and_identical_files_cost_no_rebuild(tmp_path):
 
 # -- item 6: the state folder deleted under an open engine -------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="not fixed yet")
 def test_a_state_folder_deleted_under_an_open_engine_is_noticed_and_rebuilt(tmp_path):
     root = _folder(tmp_path, {"a.txt": "alpha bravo\n", "b.txt": "delta echo foxtrot\n"})
     state = tmp_path / "s"
@@ -113,7 +112,6 @@ def test_a_state_folder_deleted_under_an_open_engine_is_noticed_and_rebuilt(tmp_
         assert all(r.state.value == "ran" for r in res.runs if r.name in LEXICAL)
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed yet")
 def test_a_search_notices_a_deleted_state_folder_and_says_so(tmp_path):
     root = _folder(tmp_path, {"a.txt": "alpha bravo\n", "b.txt": "delta echo foxtrot\n"})
     state = tmp_path / "s"
