@@ -174,9 +174,10 @@ class BM25Layer(SegmentedLayer):
         return parse_query(query)
 
     def score(self, text: str, terms: list[str], allowed: set[str], paths: dict[str, str],
-              budget: Budget) -> list[Hit]:
+              budget: Budget, live: frozenset[str] | None = None) -> list[Hit]:
         moments = ScoreMoments()
-        results, partial = self.index.search(terms, budget.pool, allowed, budget.expired, moments)
+        results, partial = self.index.search(terms, budget.pool, allowed, budget.expired, moments,
+                                             live=live)
         budget.set_background(moments.result())
         hits = self._hits(text, results, budget, paths)
         if partial:

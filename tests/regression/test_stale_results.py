@@ -156,7 +156,6 @@ def _same(a, b):
         assert [x[3] for x in a[q]] == pytest.approx([x[3] for x in b[q]], rel=1e-5), q
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed yet")
 def test_bm25_scores_after_edits_equal_a_clean_build(tmp_path):
     root = _folder(tmp_path, {f"d{i:02d}.txt": _doc(i, 2 + i % 3) for i in range(24)})
     cfg = {"bm25_chunk_bytes": 80, **STILL}
