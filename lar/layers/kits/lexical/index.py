@@ -12,7 +12,10 @@ and merges, over the per-unit artefacts of a ``UnitStore`` (seed section 10).
 * **Corruption**: a segment that fails its checks is dropped from the layout and its folder
   removed; its units count as not covered and are re-added from the stored terms.
 * **Scores**: each segment scores with its own IDF (``idf="segment"``, bm25s ``retrieve``), or
-  every term is rescaled to the IDF over all segments (``idf="global"``).
+  (``idf="global"``) with the live docs' statistics over all segments (doc count, document
+  frequencies, average length; tombstones count nowhere): a clean build's scores, whatever the
+  history (``lar.layers.kits.lexical.corpus_stats``). Segments written without raw term
+  frequencies (other stores) fall back to rescaling each term to the IDF over all segments.
 
 Searches and segment builds run in several threads: the layout is swapped under a lock and
 replaced atomically on disk; a merge started at search time runs in a daemon thread.
