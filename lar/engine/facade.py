@@ -24,6 +24,7 @@ from lar.core.config import EngineConfig
 from lar.core.request import DEFAULT_K, DEFAULT_RRF_C, DEFAULT_TIMEBOX, SearchRequest, as_request
 from lar.fusion.pipeline import FusionSettings
 from lar.fusion.policies import DEFAULT_POLICY
+from lar.engine import currency
 from lar.engine.excerpts import EXCERPT_CHARS, make_excerpt, within_tokens
 from lar.engine.loop import LoopThread
 from lar.engine.orchestrator import orchestrate, run_order
@@ -104,10 +105,45 @@ class Engine(Recording):
         self.config = EngineConfig.read(config, {n: declared_keys(f) for n, f in factories.items()})
         self.root = root_path.resolve()
         self.state_dir = Path(state).expanduser().resolve() if state else default_state_dir(self.root)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
         self.max_bytes = int(max_bytes)
         self.refresh_interval = float(refresh_interval)
-        self.index = FileIndex(self.state_dir, lock_timeout=lock_timeout)
+        self._changed: list[str] = []  # queue of paths for building layers (lazy build)
+        self.recent_fetches: list[str] = []  # hashes fetched, for build priority
+        self._changed_lock = threading.Lock()
+        self._last_scan: dict[str, Any] = {}
+        self._last_scan_at = 0.0
+        self._scan_future: concurrent.futures.Future | None = None
+        self._bg = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-bg")
+        self._loop: LoopThread | None = None
+        if spare_build is None:
+            spare_build = env_flag(ENV_SPARE_BUILD)
+        self.spare_build = bool(spare_build)
+        self._spare_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1,
+                                                                 thread_name_prefix="lar-spare")
+        self.idle = threading.Event()  # set while no search runs (the background builder waits)
+        self.idle.set()
+        self._active = 0
+        self._active_lock = threading.Lock()
+        self.freshness = self.config.freshness
+        # the measured cost of fusion + enrichment after the layers, kept back from their deadline
+        self.post_reserve = DeadlineReserve()
+        self._factories, self._lock_timeout = factories, lock_timeout
+        self._state_lock = threading.Lock()
+        self._open_state()
+        self._init_recording(trace, session)
+        if scan:
+            self.index_now(initial=True)
+        if background:
+            self.start_background_build()
+
+    def _open_state(self) -> None:
+        """The state folder and what lives in it: file index, content store, reader, scanner,
+        layers and builder (at open, and again when the folder went away: ``_check_state``)."""
+        from lar.engine.scheduler import BuildContext, Builder
+
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.index = FileIndex(self.state_dir, lock_timeout=self._lock_timeout)
+        self.state_watch = currency.StateWatch(self.state_dir, self.index.db_path)
         self.store = ContentStore(self.state_dir / "objects")
         self.reader = UnitReader(self.root, self.index, self.store)
         excludes = []
@@ -117,41 +153,36 @@ class Engine(Recording):
         except ValueError:
             pass
         self.scanner = Scanner(self.root, self.index, max_bytes=self.max_bytes, exclude=excludes)
-        self._changed: list[str] = []  # queue of paths for building layers (lazy build)
-        self.recent_fetches: list[str] = []  # hashes fetched, for build priority
         self._units_cache: tuple[int, list[Unit]] | None = None
-        self._changed_lock = threading.Lock()
-        self._last_scan: dict[str, Any] = {}
-        self._last_scan_at = 0.0
-        self._scan_future: concurrent.futures.Future | None = None
-        self._bg = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-bg")
-        self._loop: LoopThread | None = None
         self.ctx = LayerContext(root=self.root, state_dir=self.state_dir, index=self.index,
                                 reader=self.reader, config=dict(self.config.raw), detect=self._detect,
                                 max_bytes=self.max_bytes, extractor_versions=versions_fingerprint())
         self.layers: dict[str, BaseLayer] = {
-            name: as_layer(factory(self.ctx), self.ctx) for name, factory in sorted(factories.items())}
-        from lar.engine.scheduler import BuildContext, Builder
-
-        if spare_build is None:
-            spare_build = env_flag(ENV_SPARE_BUILD)
-        self.spare_build = bool(spare_build)
-        self._spare_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1,
-                                                                 thread_name_prefix="lar-spare")
-        self.idle = threading.Event()  # set while no search runs (the background builder waits)
-        self.idle.set()
+            name: as_layer(factory(self.ctx), self.ctx) for name, factory in sorted(self._factories.items())}
         self.builder = Builder(BuildContext(
             layers=lambda: self.layers, scope_view=self.scope_view, index=self.index,
             recent_fetches=lambda: self.recent_fetches, idle=self.idle))
-        self._active = 0
-        self._active_lock = threading.Lock()
-        self.freshness = self.config.freshness
-        # the measured cost of fusion + enrichment after the layers, kept back from their deadline
-        self.post_reserve = DeadlineReserve()
-        self._init_recording(trace, session)
-        if scan:
-            self.index_now(initial=True)
-        if background:
+
+    def _check_state(self) -> None:
+        """A state folder deleted (or replaced) under the open engine is noticed: a new one is
+        made, the folder re-scanned, and the layers rebuild lazily; status and the next search
+        say so (``currency.StateWatch``)."""
+        if self.state_watch.lost() is None:
+            return
+        with self._state_lock:
+            why = self.state_watch.lost()
+            if why is None:
+                return
+            running = self.builder.running
+            self.builder.stop_background()
+            old = (self.index, self.state_watch)
+            self._open_state()
+            old[0].close()
+            with self._changed_lock:
+                self._changed = []
+            self.state_watch.inherit(old[1], why)
+        self.index_now(initial=True)
+        if running:
             self.start_background_build()
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -248,6 +279,7 @@ class Engine(Recording):
         return self._recorded("status", {"scope": scope}, lambda: self._status(scope))
 
     def _status(self, scope: Any = None) -> Status:
+        self._check_state()
         view = self.scope_view(scope)
         n, distinct = self.index.counts()
         return Status(
@@ -255,7 +287,7 @@ class Engine(Recording):
             distinct_hashes=len(view.hashes()) if scope else distinct,
             skipped=tuple(self.index.skipped()),
             layers=tuple(layer.status(view) for layer in self.layers.values()),
-            last_scan=dict(self._last_scan))
+            last_scan={**self._last_scan, **self.state_watch.report()})
 
     def warm(self, layers: Sequence[str] | None = None) -> dict[str, str]:
         """Load the models of the model layers now (``layer.warm()``), so that a first search
@@ -311,6 +343,7 @@ class Engine(Recording):
 
     async def _asearch(self, request: SearchRequest) -> Result:
         t_call = time.monotonic()
+        self._check_state()
         settings = self.fusion_settings(request)
         chosen, skipped = self._select(request.query, request.layers, request.exclude)
         view = self.scope_view(request.scope)
@@ -321,8 +354,10 @@ class Engine(Recording):
             self._maybe_rescan()
         prepare = None
         if building:
-            def prepare():
-                return self._prepare_building(building, inline_budget=0.25 * tb)
+            async def prepare():
+                report = await self._prepare_building(building, inline_budget=0.25 * tb)
+                view.refresh()  # the building layers search the units the stat pass found
+                return report
         with self._active_lock:
             self._active += 1
             self.idle.clear()
@@ -341,7 +376,10 @@ class Engine(Recording):
                     self.idle.set()
         runs = self._coverage_reasons(out.runs, view)
         enrich_from = time.monotonic()
-        hits = self.enrich(out.hits, view.scope)
+        fused, stale = currency.current_hits(out.hits, self.index)
+        runs = currency.note_runs(runs, currency.run_notes(
+            stale, self.state_watch.take_notice(), [n for n, l in chosen if not l.always_current]))
+        hits = self.enrich(fused, view.scope)
         if request.tokens is not None:
             hits = within_tokens(hits, request.tokens)
         hits = [h if h.rank == i else replace(h, rank=i) for i, h in enumerate(hits, 1)]
@@ -478,11 +516,15 @@ class Engine(Recording):
         if isinstance(context, bool) or not isinstance(context, int) or context < 0:
             raise ConfigError(f"context must be a number of lines >= 0, got {context!r}")
         prefix, start, end = parse_hit_id(hit_id)
+        self._check_state()
         h = self._resolve_hash(prefix)
         known_paths = self.index.paths_for_hash(h)
         if known_paths:
             self._detect(known_paths)  # stat check: did the file change since the hit?
         current_paths = self.index.paths_for_hash(h)
+        if not current_paths:  # renamed or copied? a stat pass finds the same content elsewhere
+            self.index_now()
+            current_paths = self.index.paths_for_hash(h)
         try:
             old = self.reader.unit_text(h)
         except StaleSpanError:
@@ -537,7 +579,7 @@ class Engine(Recording):
 
     def inventory(self, scope: Any = None) -> list[InventoryItem]:
         """Every permitted unit in scope, with no relevance match (the independent enumerator)."""
-        return self._recorded("inventory", {"scope": scope}, lambda: [
+        return self._recorded("inventory", {"scope": scope}, lambda: self._check_state() or [
             InventoryItem(u.path, u.hash, u.size, u.mtime_ns) for u in self.scope_view(scope).units()])
 
     def read_bytes(self, path_or_hash: str, span: tuple[int, int] | None = None, *,
@@ -549,6 +591,7 @@ class Engine(Recording):
     def _read_unit(self, path_or_hash: str, span: tuple[int, int] | None = None, *,
                    raw: bool = False) -> tuple[str, int, int, bytes]:
         """(hash, start, end, bytes) of what ``read_bytes`` returns."""
+        self._check_state()
         if isinstance(path_or_hash, str) and _HEX.match(path_or_hash) and not (self.root / path_or_hash).exists():
             h = self._resolve_hash(path_or_hash)
             data = self.reader.read(h) if raw else self.reader.unit_text(h)
@@ -590,6 +633,7 @@ class Engine(Recording):
         (optional): called as ``progress(layer, done, total)`` as units are built (e.g.
         ``lar.apps.progress.BuildProgress``, the bars ``lar build`` shows)."""
         def run() -> dict[str, Any]:
+            self._check_state()
             for n in layers or []:
                 if n not in self.layers:
                     raise UnknownLayerError(n, list(self.layers))
