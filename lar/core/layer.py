@@ -61,6 +61,16 @@ class ScopeView:
     def hashes(self) -> set[str]:
         return {u.hash for u in self.units()}
 
+    def all_units(self) -> list[Unit]:
+        """Every live unit, whatever the scope (for corpus-wide statistics; do not change it)."""
+        units = self._units_fn()
+        return units if isinstance(units, list) else list(units)
+
+    def refresh(self) -> None:
+        """Resolve the units again at the next ``units()`` (after a stat pass changed the
+        index); lists already handed out are left as they were."""
+        self._units = None
+
     def __len__(self) -> int:
         return len(self.units())
 

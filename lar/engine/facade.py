@@ -21,6 +21,7 @@ from lar.core.config import EngineConfig
 from lar.core.request import DEFAULT_K, DEFAULT_RRF_C, DEFAULT_TIMEBOX, SearchRequest, as_request
 from lar.fusion.pipeline import FusionSettings
 from lar.fusion.policies import DEFAULT_POLICY
+from lar.engine import currency
 from lar.engine.changes import ChangeTracker
 from lar.engine.enrichment import Enricher
 from lar.engine.excerpts import within_tokens
@@ -72,53 +73,81 @@ class Engine(Recording):
         self.config = EngineConfig.read(config, {n: declared_keys(f) for n, f in factories.items()})
         self.root = root_path.resolve()
         self.state_dir = Path(state).expanduser().resolve() if state else default_state_dir(self.root)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
         self.max_bytes = int(max_bytes)
         self.refresh_interval = float(refresh_interval)
-        self.index = FileIndex(self.state_dir, lock_timeout=lock_timeout)
-        self.store = ContentStore(self.state_dir / "objects")
-        self.reader = UnitReader(self.root, self.index, self.store)
-        excludes = []
-        try:
-            rel_state = self.state_dir.relative_to(self.root).as_posix()
-            excludes.append(rel_state + "/**")
-        except ValueError:
-            pass
-        self.scanner = Scanner(self.root, self.index, max_bytes=self.max_bytes, exclude=excludes)
         self._bg = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-bg")
-        self.changes = ChangeTracker(self.scanner, self.index, refresh_interval, self._bg.submit)
         self.recent_fetches: list[str] = []  # hashes fetched, for build priority
-        self._units_cache: tuple[int, list[Unit]] | None = None
         self._loop: LoopThread | None = None
-        self.ctx = LayerContext(root=self.root, state_dir=self.state_dir, index=self.index,
-                                reader=self.reader, config=dict(self.config.raw), detect=self.changes.detect,
-                                max_bytes=self.max_bytes, extractor_versions=versions_fingerprint())
-        self.layers: dict[str, BaseLayer] = {
-            name: as_layer(factory(self.ctx), self.ctx) for name, factory in sorted(factories.items())}
-        self.enricher = Enricher(self.reader, self.index, lambda: self.layers)
-        self.units = UnitAccess(self.root, self.reader, self.index, self.store,
-                                detect=self.changes.detect, context_for=self.enricher.context_for,
-                                on_fetch=self._note_fetch)
-        from lar.engine.scheduler import BuildContext, Builder
-
         if spare_build is None:
             spare_build = env_flag(ENV_SPARE_BUILD)
         self.spare_build = bool(spare_build)
         self.idle = threading.Event()  # set while no search runs (the background builder waits)
         self.idle.set()
-        self.builder = Builder(BuildContext(
-            layers=lambda: self.layers, scope_view=self.scope_view, index=self.index,
-            recent_fetches=lambda: self.recent_fetches, idle=self.idle))
-        self.spare = SpareBuild(self.builder)
         self._active = 0
         self._active_lock = threading.Lock()
         self.freshness = self.config.freshness
         # the measured cost of fusion + enrichment after the layers, kept back from their deadline
         self.post_reserve = DeadlineReserve()
+        self._factories, self._lock_timeout = factories, lock_timeout
+        self._state_lock = threading.Lock()
+        self._open_state()
+        self.spare = SpareBuild(lambda: self.builder)
         self._init_recording(trace, session)
         if scan:
             self.index_now(initial=True)
         if background:
+            self.start_background_build()
+
+    def _open_state(self) -> None:
+        """The state folder and what lives in it: file index, content store, reader, scanner,
+        change tracker, layers, enricher, unit access and builder (at open, and again when the
+        folder went away: ``_check_state``)."""
+        from lar.engine.scheduler import BuildContext, Builder
+
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.index = FileIndex(self.state_dir, lock_timeout=self._lock_timeout)
+        self.state_watch = currency.StateWatch(self.state_dir, self.index.db_path)
+        self.store = ContentStore(self.state_dir / "objects")
+        self.reader = UnitReader(self.root, self.index, self.store)
+        excludes = []
+        try:
+            excludes.append(self.state_dir.relative_to(self.root).as_posix() + "/**")
+        except ValueError:
+            pass
+        self.scanner = Scanner(self.root, self.index, max_bytes=self.max_bytes, exclude=excludes)
+        self.changes = ChangeTracker(self.scanner, self.index, self.refresh_interval, self._bg.submit)
+        self._units_cache: tuple[int, list[Unit]] | None = None
+        self.ctx = LayerContext(root=self.root, state_dir=self.state_dir, index=self.index,
+                                reader=self.reader, config=dict(self.config.raw), detect=self.changes.detect,
+                                max_bytes=self.max_bytes, extractor_versions=versions_fingerprint())
+        self.layers: dict[str, BaseLayer] = {
+            name: as_layer(factory(self.ctx), self.ctx) for name, factory in sorted(self._factories.items())}
+        self.enricher = Enricher(self.reader, self.index, lambda: self.layers)
+        self.units = UnitAccess(self.root, self.reader, self.index, self.store,
+                                detect=self.changes.detect, rescan=self.index_now,
+                                context_for=self.enricher.context_for, on_fetch=self._note_fetch)
+        self.builder = Builder(BuildContext(
+            layers=lambda: self.layers, scope_view=self.scope_view, index=self.index,
+            recent_fetches=lambda: self.recent_fetches, idle=self.idle))
+
+    def _check_state(self) -> None:
+        """A state folder deleted (or replaced) under the open engine is noticed: a new one is
+        made, the folder re-scanned, and the layers rebuild lazily; status and the next search
+        say so (``currency.StateWatch``)."""
+        if self.state_watch.lost() is None:
+            return
+        with self._state_lock:
+            why = self.state_watch.lost()
+            if why is None:
+                return
+            running = self.builder.running
+            self.builder.stop_background()
+            old = (self.index, self.state_watch)
+            self._open_state()
+            old[0].close()
+            self.state_watch.inherit(old[1], why)
+        self.index_now(initial=True)
+        if running:
             self.start_background_build()
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -175,6 +204,7 @@ class Engine(Recording):
         return self._recorded("status", {"scope": scope}, lambda: self._status(scope))
 
     def _status(self, scope: Any = None) -> Status:
+        self._check_state()
         view = self.scope_view(scope)
         n, distinct = self.index.counts()
         return Status(
@@ -182,7 +212,7 @@ class Engine(Recording):
             distinct_hashes=len(view.hashes()) if scope else distinct,
             skipped=tuple(self.index.skipped()),
             layers=tuple(layer.status(view) for layer in self.layers.values()),
-            last_scan=self.last_scan)
+            last_scan={**self.last_scan, **self.state_watch.report()})
 
     def warm(self, layers: Sequence[str] | None = None) -> dict[str, str]:
         """Load the models of the model layers now (``layer.warm()``), so that a first search
@@ -238,6 +268,7 @@ class Engine(Recording):
 
     async def _asearch(self, request: SearchRequest) -> Result:
         t_call = time.monotonic()
+        self._check_state()
         settings = self.fusion_settings(request)
         chosen, skipped = select_layers(self.layers, request.query, request.layers, request.exclude)
         view = self.scope_view(request.scope)
@@ -248,8 +279,10 @@ class Engine(Recording):
             self.changes.maybe_rescan()
         prepare = None
         if building:
-            def prepare():
-                return self._prepare_building(building, inline_budget=0.25 * tb)
+            async def prepare():
+                report = await self._prepare_building(building, inline_budget=0.25 * tb)
+                view.refresh()  # the building layers search the units the stat pass found
+                return report
         with self._active_lock:
             self._active += 1
             self.idle.clear()
@@ -268,7 +301,10 @@ class Engine(Recording):
                     self.idle.set()
         runs = coverage_reasons(out.runs, self.layers, view, background=self.builder.running)
         enrich_from = time.monotonic()
-        hits = self.enrich(out.hits, view.scope)
+        fused, stale = currency.current_hits(out.hits, self.index)
+        runs = currency.note_runs(runs, currency.run_notes(
+            stale, self.state_watch.take_notice(), [n for n, l in chosen if not l.always_current]))
+        hits = self.enrich(fused, view.scope)
         if request.tokens is not None:
             hits = within_tokens(hits, request.tokens)
         hits = [h if h.rank == i else replace(h, rank=i) for i, h in enumerate(hits, 1)]
@@ -295,7 +331,7 @@ class Engine(Recording):
     def fetch(self, hit_id: str, context: int = 0) -> Fetched:
         """The full text of a hit's span (plus ``context`` lines), from any earlier call."""
         return self._recorded("fetch", {"id": hit_id, "context": context},
-                              lambda: self.units.fetch(hit_id, context))
+                              lambda: self._check_state() or self.units.fetch(hit_id, context))
 
     def _note_fetch(self, h: str) -> None:
         """A fetched unit: its text is kept and its use counted (in the background), and it
@@ -312,13 +348,14 @@ class Engine(Recording):
 
     def inventory(self, scope: Any = None) -> list[InventoryItem]:
         """Every permitted unit in scope, with no relevance match (the independent enumerator)."""
-        return self._recorded("inventory", {"scope": scope}, lambda: [
+        return self._recorded("inventory", {"scope": scope}, lambda: self._check_state() or [
             InventoryItem(u.path, u.hash, u.size, u.mtime_ns) for u in self.scope_view(scope).units()])
 
     def read_bytes(self, path_or_hash: str, span: tuple[int, int] | None = None, *,
                    raw: bool = False) -> bytes:
         """The unit's text (extracted text for PDF, notebooks, HTML; ``raw=True`` for the file's
         own bytes), or the byte ``span`` of it: the coordinates hits use."""
+        self._check_state()
         return self.units.read_unit(path_or_hash, span, raw=raw)[3]
 
     def read(self, path_or_hash: str, span: tuple[int, int] | None = None) -> str:
@@ -326,6 +363,7 @@ class Engine(Recording):
         got: list[str] = []
 
         def run() -> str:
+            self._check_state()
             h, s, e, data = self.units.read_unit(path_or_hash, span)
             got.append(f"{h[:12]}:{s}-{e}")
             return data.decode("utf-8", errors="replace")
@@ -344,6 +382,7 @@ class Engine(Recording):
         (optional): called as ``progress(layer, done, total)`` as units are built (e.g.
         ``lar.apps.progress.BuildProgress``, the bars ``lar build`` shows)."""
         def run() -> dict[str, Any]:
+            self._check_state()
             for n in layers or []:
                 if n not in self.layers:
                     raise UnknownLayerError(n, list(self.layers))

@@ -22,12 +22,12 @@ HEX_ID = re.compile(r"^[0-9a-f]{8,64}$")
 class UnitAccess:
     """Fetch and read over one engine's reader, index and store.
 
-    ``detect`` stat-checks paths (the change tracker's); ``context_for`` gives a span's
+    ``detect`` stat-checks paths (the change tracker's), ``rescan`` runs a full stat pass; ``context_for`` gives a span's
     match-time metadata (the enricher's); ``on_fetch`` is told each fetched hash (usage counts
     and build priority)."""
 
     def __init__(self, root, reader: UnitReader, index: FileIndex, store: ContentStore, *,
-                 detect: Callable[[Sequence[str]], Any],
+                 detect: Callable[[Sequence[str]], Any], rescan: Callable[[], Any],
                  context_for: Callable[[str, Span, str | None], dict[str, Any]],
                  on_fetch: Callable[[str], None]):
         self.root = root
@@ -35,6 +35,7 @@ class UnitAccess:
         self.index = index
         self.store = store
         self._detect = detect
+        self._rescan = rescan
         self._context_for = context_for
         self._on_fetch = on_fetch
 
@@ -62,6 +63,9 @@ class UnitAccess:
         if known_paths:
             self._detect(known_paths)  # stat check: did the file change since the hit?
         current_paths = self.index.paths_for_hash(h)
+        if not current_paths:  # renamed or copied? a stat pass finds the same content elsewhere
+            self._rescan()
+            current_paths = self.index.paths_for_hash(h)
         try:
             old = self.reader.unit_text(h)
         except StaleSpanError:

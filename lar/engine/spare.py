@@ -13,7 +13,7 @@ import concurrent.futures
 import threading
 import time
 from dataclasses import replace
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from lar.core.layer import BaseLayer, ScopeView
 from lar.core.types import LayerRun, RunState
@@ -25,10 +25,11 @@ SPARE_MIN_S = 0.01
 
 
 class SpareBuild:
-    """One worker thread that builds for searches (``builder.spare(names, deadline, cancel)``)."""
+    """One worker thread that builds for searches (``builder().spare(names, deadline, cancel)``;
+    ``builder`` gives the engine's current builder, which a new state folder replaces)."""
 
-    def __init__(self, builder):
-        self.builder = builder
+    def __init__(self, builder: Callable[[], Any]):
+        self._builder = builder
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1,
                                                            thread_name_prefix="lar-spare")
 
@@ -39,7 +40,7 @@ class SpareBuild:
             return
         cancel = threading.Event()
         job = asyncio.get_running_loop().run_in_executor(
-            self._pool, self.builder.spare, names, deadline, cancel)
+            self._pool, self._builder().spare, names, deadline, cancel)
         try:
             await asyncio.wait_for(asyncio.shield(job), timeout=max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:
@@ -48,7 +49,7 @@ class SpareBuild:
             cancel.set()
 
     def close(self) -> None:
-        self.builder.cancel_spare.set()
+        self._builder().cancel_spare.set()
         self._pool.shutdown(wait=True)
 
 
