@@ -108,6 +108,7 @@ class Engine(Recording):
         self.max_bytes = int(max_bytes)
         self.refresh_interval = float(refresh_interval)
         self.index = FileIndex(self.state_dir, lock_timeout=lock_timeout)
+        self.index.on_repair = self._index_replaced
         self.store = ContentStore(self.state_dir / "objects")
         self.reader = UnitReader(self.root, self.index, self.store)
         excludes = []
@@ -179,15 +180,20 @@ class Engine(Recording):
     def index_now(self, initial: bool = False) -> dict[str, Any]:
         """Full scan: bring the file index in line with the folder. Returns the scan report.
         Changes found after the first scan are queued for building layers with high priority."""
-        report = self.scanner.scan()
+        report = self.index.recovering(self.scanner.scan)
         if not initial:
             self._queue(report.changed_paths)
         self._last_scan = report.to_dict()
         self._last_scan_at = time.monotonic()
         return self._last_scan
 
+    def _index_replaced(self) -> None:
+        """A damaged file index was set aside (lar.core.sqlite_repair): rescan at the next call."""
+        self._last_scan_at = 0.0
+        self._units_cache = None
+
     def _detect(self, paths: Sequence[str]) -> dict[str, str | None]:
-        report = self.scanner.refresh(paths)
+        report = self.index.recovering(lambda: self.scanner.refresh(paths))
         self._queue(report.changed_paths)
         return {p: report.current.get(p) for p in paths}
 

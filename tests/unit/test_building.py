@@ -121,12 +121,14 @@ def test_manifest_garbage_collects_dead_units(tmp_path):
     assert m.all_hashes() == {"bb" * 16}
 
 
-def test_corrupt_manifest_is_a_clear_error(tmp_path):
+def test_corrupt_manifest_is_set_aside_and_started_afresh(tmp_path):
     (tmp_path / "m.sqlite").write_bytes(b"garbage" * 200)
-    from lar.core.errors import CorruptStateError
+    from lar.core.errors import RepairedStateWarning
 
-    with pytest.raises(CorruptStateError, match="rebuilds lazily"):
-        Manifest(tmp_path / "m.sqlite")
+    with pytest.warns(RepairedStateWarning, match="rebuilt lazily"):
+        m = Manifest(tmp_path / "m.sqlite")
+    assert m.states("1+c1") == {}
+    assert len(list(tmp_path.glob("m.sqlite.corrupt-*"))) == 1
 
 
 def test_trigram_regex_prefilter_literals():
