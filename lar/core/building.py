@@ -137,7 +137,14 @@ class BuildingLayer(BaseLayer):
                         todo="The layer rebuilds it lazily: run `lar build` (or let the "
                              "background build catch up); until then it covers less.")
         db.open()
-        self.state_files.append(db)
+        return self.adopt_sqlite(db)
+
+    def adopt_sqlite(self, db: SqliteFile) -> SqliteFile:
+        """Check ``db`` (an artefact file made elsewhere) with the layer's own files; when it
+        is replaced, every unit is rebuilt lazily."""
+        db.on_reset = self.manifest.clear
+        if db not in self.state_files:
+            self.state_files.append(db)
         return db
 
     def recover(self, exc: BaseException) -> bool:

@@ -105,3 +105,22 @@ def test_a_truncated_fts_sqlite_does_not_stop_the_engine_opening(corpus, tmp_pat
             assert eng.layers["trigram"].coverage(eng.scope_view()) == 0.0  # nothing built now
             assert eng.build(timebox=60, layers=["trigram"])["layers"]["trigram"]["ok"] == 5
             assert _hashes(eng.search(QUERY, timebox=5)) == EXPECTED
+
+
+def test_a_damaged_bm25_unit_store_is_set_aside_and_its_units_rebuilt(corpus, tmp_path):
+    _grow(corpus)
+    state = tmp_path / "state"
+    with lar.open(corpus, state=state) as eng:
+        assert eng.build(timebox=60, layers=["bm25"])["layers"]["bm25"]["pending"] == 0
+    _flip_page_types(state / "layers" / "bm25" / "units.sqlite")
+    (corpus / "fresh.txt").write_text("a platypus swims in the river delta\n")
+    with pytest.warns(RepairedStateWarning, match=r"units\.sqlite"):
+        with lar.open(corpus, state=state) as eng:
+            eng.search({"bm25": "platypus"}, timebox=10)  # adds the new unit: reads the store
+            report = eng.build(timebox=60, layers=["bm25"])["layers"]["bm25"]
+            assert report["failed"] == 0 and report["pending"] == 0
+            res = eng.search({"bm25": "platypus"}, timebox=10)
+            assert res.run("bm25").coverage == 1.0
+            assert [h.path for h in res.hits] == ["fresh.txt"]
+            assert EXPECTED <= _hashes(eng.search({"bm25": "parse_deadline"}, timebox=10))
+    assert len(_set_aside(state / "layers" / "bm25", "units.sqlite")) == 1
