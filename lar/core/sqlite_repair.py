@@ -63,7 +63,10 @@ def check(path: Path, extra: Callable[[sqlite3.Connection], None] | None = None)
     try:
         rows = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall()]
         if rows != ["ok"]:
-            return "; ".join(str(r) for r in rows[:3]) or "quick_check found problems"
+            found = "; ".join(x.strip() for r in rows[:3] for x in str(r).splitlines()
+                              if x.strip() and not x.startswith("***"))
+            found = found or "quick_check found problems"
+            return "quick_check: " + (found if len(found) <= 160 else found[:157] + "...")
         if extra is not None:
             extra(conn)
     except sqlite3.DatabaseError as exc:
