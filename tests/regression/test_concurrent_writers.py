@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from lar.layers.kits.lexical.chunks import UnitStore
 from lar.layers.kits.lexical.index import SegmentedIndex
 from lar.layers.kits.lexical.segments import SegmentParams, SegmentStore
@@ -117,3 +119,55 @@ def _run_other_writer_merge(path: Path, names: list[str]) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     subprocess.run([sys.executable, "-c", code, str(path), ",".join(names)], check=True, env=env,
                    timeout=120)
+
+
+# one of two processes editing its own files, building bm25 (each build adds a delta; merges
+# and compactions follow) and searching, over one state dir
+SEARCHER = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    import lar
+    corpus, state, me, rounds = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+    cfg = {"bm25_max_deltas": 2, "bm25_delta_fraction": 0.05}
+    out = {"corrupt": [], "failed": [], "missed": []}
+    with lar.open(corpus, state=state, config=cfg) as eng:
+        for i in range(rounds):
+            (corpus / f"{me}{i % 4}.txt").write_text(f"token{me}x{i} in round {i} of {me}\\n")
+            eng.index_now()  # (the other process may have seen the edit first: build, then search)
+            eng.build(timebox=20, layers=["bm25"])
+            res = eng.search({"bm25": f"token{me}x{i}"}, timebox=20)
+            run = res.run("bm25")
+            if run.state.value != "ran":
+                out["failed"].append(run.reason)
+            if [h.path for h in res.hits] != [f"{me}{i % 4}.txt"]:
+                out["missed"].append([i, [h.path for h in res.hits], run.reason, run.coverage,
+                                      [str(n) for n in run.notes]])
+            out["corrupt"] += [n for n in eng.layers["bm25"].index.notes if "failed its checks" in n]
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.slow
+def test_two_processes_building_bm25_see_no_corrupt_segment(corpus, tmp_path):
+    import json
+
+    import lar
+
+    state = tmp_path / "state"
+    with lar.open(corpus, state=state) as eng:
+        eng.build(timebox=60, layers=["bm25"])
+    env = dict(os.environ, LAR_SPARE_BUILD="0",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    procs = [subprocess.Popen([sys.executable, "-c", SEARCHER, str(corpus), str(state), me, "25"],
+                              stdout=subprocess.PIPE, text=True, env=env) for me in ("a", "b")]
+    outs = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
+    for out in outs:
+        assert out == {"corrupt": [], "failed": [], "missed": []}, out
+    with lar.open(corpus, state=state) as eng:  # a third process: the committed state is whole
+        for me in ("a", "b"):
+            for i in range(21, 25):
+                res = eng.search({"bm25": f"token{me}x{i}"}, timebox=20)
+                assert [h.path for h in res.hits] == [f"{me}{i % 4}.txt"]
+        assert not [n for n in eng.layers["bm25"].index.notes if "failed its checks" in n]
+        for sid in eng.layers["bm25"].index.layout.ids:
+            assert (state / "layers" / "bm25" / "segments" / sid).is_dir()
