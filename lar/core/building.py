@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from lar.core.errors import CorruptStateError
+from lar.core.sqlite_repair import SqliteFile
 from lar.core.layer import BaseLayer, LayerContext, ScopeView, Unit
 from lar.core.types import LayerStatus
 
@@ -34,29 +35,40 @@ class Manifest:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
         self._lock = threading.Lock()
         self._gen = 0  # bumped on every local write; with PRAGMA data_version it keys a cache
         self._states_cache: tuple | None = None
+        self.db = SqliteFile(self.path, label="the layer manifest", setup=self._setup,
+                             on_reset=self._reset,
+                             todo="Its units are rebuilt lazily: run `lar build` (or let the "
+                                  "background build catch up); until then the layer covers less.")
         try:
-            conn = self._conn()
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS units(hash TEXT PRIMARY KEY, version TEXT NOT NULL, "
-                "state TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', info TEXT NOT NULL DEFAULT '{}', "
-                "at REAL NOT NULL)")
+            self.db.open()
         except sqlite3.DatabaseError as exc:
             raise CorruptStateError(
                 f"the layer manifest {self.path} is unreadable ({exc}); delete {self.path.parent} "
                 "and the layer rebuilds lazily") from None
 
+    @staticmethod
+    def _setup(conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS units(hash TEXT PRIMARY KEY, version TEXT NOT NULL, "
+            "state TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', info TEXT NOT NULL DEFAULT '{}', "
+            "at REAL NOT NULL)")
+
+    def _reset(self) -> None:
+        self._gen += 1
+        self._states_cache = None
+
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-        return conn
+        return self.db.conn()
+
+    def clear(self) -> None:
+        """Forget every unit (the layer's artefacts were lost: everything rebuilds lazily)."""
+        with self._lock:
+            self._gen += 1
+            self.db.recovering(lambda: self._conn().execute("DELETE FROM units"))
 
     def mark(self, h: str, version: str, state: str, reason: str = "", info: dict | None = None) -> None:
         with self._lock:
@@ -113,7 +125,47 @@ class BuildingLayer(BaseLayer):
         super().__init__(ctx)
         self.dir = ctx.layer_dir(self.name)
         self.manifest = Manifest(self.dir / "manifest.sqlite")
+        self.state_files: list[SqliteFile] = [self.manifest.db]  # what ``recover`` checks
         self._build_lock = threading.Lock()
+
+    # -- damaged state files (lar.core.sqlite_repair) ---------------------------------------
+    def sqlite_state(self, path: Path, setup, label: str, extra_check=None) -> SqliteFile:
+        """An SQLite file of this layer's artefacts, opened (set aside and started afresh
+        when damaged); when it is replaced, every unit is rebuilt lazily."""
+        db = SqliteFile(path, label=f"the {self.name} layer's {label}", setup=setup,
+                        extra_check=extra_check, on_reset=self.manifest.clear,
+                        todo="The layer rebuilds it lazily: run `lar build` (or let the "
+                             "background build catch up); until then it covers less.")
+        db.open()
+        return self.adopt_sqlite(db)
+
+    def adopt_sqlite(self, db: SqliteFile) -> SqliteFile:
+        """Check ``db`` (an artefact file made elsewhere) with the layer's own files; when it
+        is replaced, every unit is rebuilt lazily."""
+        db.on_reset = self.manifest.clear
+        if db not in self.state_files:
+            self.state_files.append(db)
+        return db
+
+    def recover(self, exc: BaseException) -> bool:
+        """After ``exc``: set aside whichever of the layer's SQLite files it proves damaged
+        (or follow a replacement made elsewhere). True when something was replaced."""
+        if not isinstance(exc, sqlite3.DatabaseError):
+            return False
+        return any([bool(db.repair(exc)) for db in self.state_files])
+
+    def repairs(self) -> list:
+        """The :class:`lar.core.sqlite_repair.Repair` records of this layer's files."""
+        return sorted((r for db in self.state_files for r in db.repairs), key=lambda r: r.at)
+
+    def recovering(self, fn):
+        """``fn()``, once more after an error that damaged state explains (and repaired)."""
+        try:
+            return fn()
+        except sqlite3.DatabaseError as exc:
+            if not self.recover(exc):
+                raise
+        return fn()
 
     # -- what subclasses provide ------------------------------------------------------------
     def accepts(self, unit: Unit) -> bool:
@@ -144,11 +196,11 @@ class BuildingLayer(BaseLayer):
 
     def built(self) -> dict[str, str]:
         """{hash: 'ok' | 'skipped' | 'failed'} for units built with the current version."""
-        return self.manifest.states(self.build_version)
+        return self.recovering(lambda: self.manifest.states(self.build_version))
 
     def has_built(self) -> bool:
         """Cheap: has anything been built with the current version?"""
-        return self.manifest.has_any(self.build_version)
+        return self.recovering(lambda: self.manifest.has_any(self.build_version))
 
     def pending(self, units: Sequence[Unit]) -> list[Unit]:
         done = self.built()
@@ -172,6 +224,9 @@ class BuildingLayer(BaseLayer):
         return {u.hash for u in self.applicable(scope) if done.get(u.hash) == "ok"}
 
     def status(self, scope: ScopeView) -> LayerStatus:
+        return self.recovering(lambda: self._status(scope))
+
+    def _status(self, scope: ScopeView) -> LayerStatus:
         units = {u.hash for u in self.applicable(scope)}
         done = self.built()
         built = sum(1 for h in units if h in done)
@@ -186,6 +241,7 @@ class BuildingLayer(BaseLayer):
                 top = ", ".join(f"{why} ({n})" for why, n in
                                 sorted(reasons.items(), key=lambda t: -t[1])[:3])
                 notes.append(f"{len(rows)} units {state}: {top}")
+        notes += [r.message() for r in self.repairs()[-2:]]
         notes = "; ".join(notes)
         return LayerStatus(
             name=self.name, version=self.build_version, roles=self.roles, origin=self.origin,
@@ -195,25 +251,40 @@ class BuildingLayer(BaseLayer):
 
     # -- building ---------------------------------------------------------------------------
     def build_one(self, unit: Unit) -> str:
-        """Index one unit now (idempotent per hash). Returns the manifest state."""
+        """Index one unit now (idempotent per hash). Returns the manifest state. An error that
+        a damaged SQLite file explains repairs the file and builds the unit once more."""
         with self._build_lock:
             try:
-                why = self.skip_reason(unit)
-                if why:
-                    raise SkipUnit(why)
-                doc = self.ctx.reader.document(unit.hash, unit.path)
-                if doc.skipped:
-                    raise SkipUnit(doc.skipped)
-                info = self.index_unit(unit, doc) or {}
-                self.manifest.mark(unit.hash, self.build_version, "ok", "", info)
-                return "ok"
-            except SkipUnit as exc:
-                self.manifest.mark(unit.hash, self.build_version, "skipped", str(exc))
-                return "skipped"
-            except Exception as exc:  # one bad unit never fails the build
-                self.manifest.mark(unit.hash, self.build_version, "failed",
-                                   f"{type(exc).__name__}: {exc}")
-                return "failed"
+                return self._build_unit(unit, damage_fails=False)
+            except sqlite3.DatabaseError as exc:
+                if not self.recover(exc):
+                    return self._failed(unit, exc)
+            return self._build_unit(unit, damage_fails=True)
+
+    def _build_unit(self, unit: Unit, damage_fails: bool) -> str:
+        try:
+            why = self.skip_reason(unit)
+            if why:
+                raise SkipUnit(why)
+            doc = self.ctx.reader.document(unit.hash, unit.path)
+            if doc.skipped:
+                raise SkipUnit(doc.skipped)
+            info = self.index_unit(unit, doc) or {}
+            self.manifest.mark(unit.hash, self.build_version, "ok", "", info)
+            return "ok"
+        except SkipUnit as exc:
+            self.manifest.mark(unit.hash, self.build_version, "skipped", str(exc))
+            return "skipped"
+        except sqlite3.DatabaseError as exc:
+            if not damage_fails:
+                raise
+            return self._failed(unit, exc)
+        except Exception as exc:  # one bad unit never fails the build
+            return self._failed(unit, exc)
+
+    def _failed(self, unit: Unit, exc: Exception) -> str:
+        self.manifest.mark(unit.hash, self.build_version, "failed", f"{type(exc).__name__}: {exc}")
+        return "failed"
 
     async def build(self, units: Sequence[Unit], cancel: threading.Event) -> None:
         for u in units:
@@ -223,8 +294,23 @@ class BuildingLayer(BaseLayer):
 
     def collect_garbage(self, live_hashes: set[str]) -> int:
         """Drop artefacts and manifest rows of units that are no longer live."""
-        dead = self.manifest.all_hashes() - live_hashes
-        if dead:
-            self.drop(dead)
-            self.manifest.forget(dead)
-        return len(dead)
+        def collect() -> int:
+            dead = self.manifest.all_hashes() - live_hashes
+            if dead:
+                self.drop(dead)
+                self.manifest.forget(dead)
+            return len(dead)
+
+        return self.recovering(collect)
+
+
+def damage_report(layer: Any, exc: BaseException) -> str | None:
+    """When ``exc`` (raised by ``layer`` in a search) came from a damaged SQLite file of the
+    layer: the file is set aside now, and this says what happened and what to do (the run's
+    reason, instead of a crash report). None otherwise."""
+    recover = getattr(layer, "recover", None)
+    if recover is None or not recover(exc):
+        return None
+    done = layer.repairs()
+    what = done[-1].message() if done else f"a damaged file of the layer was replaced ({exc})"
+    return f"layer {layer.name!r}: {what} This search ran without it."

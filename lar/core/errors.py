@@ -89,3 +89,9 @@ def require(module: str, extra: str):
         return importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise MissingExtraError(module, extra) from exc
+
+
+class RepairedStateWarning(UserWarning):
+    """A damaged state file (an SQLite database lar derives from the folder) was set aside as
+    ``<name>.corrupt-<time>`` and started afresh; what it held is rebuilt lazily. The message
+    names the file, the damage and what to do."""

@@ -35,7 +35,7 @@ class ChangeTracker:
 
     def scan(self, initial: bool = False) -> dict[str, Any]:
         """Full scan. Returns its report; changes found after the first scan are queued."""
-        report = self.scanner.scan()
+        report = self.index.recovering(self.scanner.scan)
         if not initial:
             self.queue(report.changed_paths)
         self.last_scan = report.to_dict()
@@ -44,7 +44,7 @@ class ChangeTracker:
 
     def detect(self, paths: Sequence[str]) -> dict[str, str | None]:
         """Stat-check ``paths`` now: {path: current hash, or None when gone}; changes are queued."""
-        report = self.scanner.refresh(paths)
+        report = self.index.recovering(lambda: self.scanner.refresh(paths))
         self.queue(report.changed_paths)
         return {p: report.current.get(p) for p in paths}
 
@@ -53,6 +53,10 @@ class ChangeTracker:
         if paths:
             with self._lock:
                 self._changed.extend(paths)
+
+    def forget_scan(self) -> None:
+        """The next call scans again (e.g. a damaged file index was set aside and made anew)."""
+        self.last_scan_at = 0.0
 
     def scan_age(self) -> float:
         """Seconds since the last full scan ended."""

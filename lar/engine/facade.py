@@ -106,6 +106,7 @@ class Engine(Recording):
 
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.index = FileIndex(self.state_dir, lock_timeout=self._lock_timeout)
+        self.index.on_repair = self._index_replaced
         self.state_watch = currency.StateWatch(self.state_dir, self.index.db_path)
         self.store = ContentStore(self.state_dir / "objects")
         self.reader = UnitReader(self.root, self.index, self.store)
@@ -180,6 +181,11 @@ class Engine(Recording):
     def last_scan(self) -> dict[str, Any]:
         """The report of the last full scan (``index_now``'s)."""
         return dict(self.changes.last_scan)
+
+    def _index_replaced(self) -> None:
+        """A damaged file index was set aside (lar.core.sqlite_repair): rescan at the next call."""
+        self.changes.forget_scan()
+        self._units_cache = None
 
     def pending_changes(self) -> list[str]:
         """Paths changed since the building layers last caught up, oldest first."""

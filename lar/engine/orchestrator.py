@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from lar.core.building import damage_report
 from lar.core.errors import LarError, LayerFailedError
 from lar.core.layer import BaseLayer, Budget, Candidate, ScopeView
 from lar.core.request import SearchRequest
@@ -105,7 +106,7 @@ async def run_layer(name: str, layer: BaseLayer, query: Any, scope: ScopeView, b
         run = LayerRun(name, RunState.FAILED, str(exc), 0, time.monotonic() - t0, None, role, query)
         return LayerOutcome(name, (), run)
     except Exception as exc:  # a broken layer must not break the call
-        msg = f"layer {name!r} crashed: {type(exc).__name__}: {exc}"
+        msg = damage_report(layer, exc) or f"layer {name!r} crashed: {type(exc).__name__}: {exc}"
         run = LayerRun(name, RunState.FAILED, msg, 0, time.monotonic() - t0, None, role, query)
         return LayerOutcome(name, (), run)
 

@@ -45,6 +45,12 @@ class BuildContext:
     idle: threading.Event
 
 
+def repair_count(layer) -> int:
+    """How many damaged files of ``layer`` were set aside so far (0 for a layer without)."""
+    repairs = getattr(layer, "repairs", None)
+    return len(repairs()) if callable(repairs) else 0
+
+
 class Builder:
     def __init__(self, ctx: BuildContext):
         self.ctx = ctx
@@ -170,16 +176,18 @@ class Builder:
                 continue
             seq = self.ctx.index.max_seq()  # the cursor a complete pass may move to
             todo = self.plan(layer, scope)
-            state = "ran"
+            repairs = repair_count(layer)
             if progress is not None:
                 progress(name, 0, len(todo))
-            for i, u in enumerate(todo, 1):
-                if time.monotonic() >= deadline or cancel.is_set():
-                    state = "aborted"
-                    break
-                counts[self.build_unit(name, layer, u)] += 1
-                if progress is not None:
-                    progress(name, i, len(todo))
+            state = self._pass(name, layer, todo, 0, counts, deadline, cancel, progress)
+            # a damaged file set aside during the pass (lar.core.sqlite_repair) made units
+            # pending again: plan once more
+            while state == "ran" and repair_count(layer) != repairs:
+                repairs = repair_count(layer)
+                more = self.plan(layer, scope)
+                todo = todo + more
+                state = self._pass(name, layer, more, len(todo) - len(more), counts, deadline,
+                                   cancel, progress, total=len(todo))
             done = sum(counts.values())
             if done == len(todo):
                 layer.collect_garbage(live)
@@ -188,6 +196,18 @@ class Builder:
                                       "coverage": round(layer.coverage(self.ctx.scope_view(scope)), 4)}
         report["elapsed"] = time.monotonic() - t0
         return report
+
+    def _pass(self, name: str, layer, todo: list[Unit], start: int, counts: dict[str, int],
+              deadline: float, cancel: threading.Event, progress, total: int | None = None) -> str:
+        """Build ``todo`` unit by unit until the deadline; 'ran' or 'aborted'."""
+        total = len(todo) if total is None else total
+        for i, u in enumerate(todo, start + 1):
+            if time.monotonic() >= deadline or cancel.is_set():
+                return "aborted"
+            counts[self.build_unit(name, layer, u)] += 1
+            if progress is not None:
+                progress(name, i, total)
+        return "ran"
 
     def build_changed(self, layer, paths: Iterable[str], deadline: float) -> int:
         """Index the units of just-changed ``paths`` now (the edit-to-search path)."""

@@ -108,6 +108,7 @@ class BM25Layer(SegmentedLayer):
         self.missing = missing_dependency(self.settings["stem"])
         super().__init__(ctx)
         self.units = UnitStore(self.dir / "units.sqlite")
+        self.adopt_sqlite(self.units.db)
         s = self.settings
         params = SegmentParams(self.build_version, s["k1"], s["b"], s["method"])
         self.index = SegmentedIndex(

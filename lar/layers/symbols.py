@@ -117,6 +117,7 @@ class SymbolsLayer(BuildingLayer):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.store = SymbolStore(self.dir, self.build_version)
+        self.adopt_sqlite(self.store.db)
 
     # -- building ---------------------------------------------------------------------------
     def build_one(self, unit: Unit) -> str:

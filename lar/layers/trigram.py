@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
-import threading
 from typing import Any
 
 from lar.core.building import BuildingLayer, SkipUnit
@@ -110,6 +109,17 @@ def _fts_phrase(s: str) -> str:
     return '"' + s.replace('"', '""') + '"'
 
 
+def _setup_fts(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(hash UNINDEXED, body, "
+                 "tokenize='trigram')")
+
+
+def _check_fts(conn: sqlite3.Connection) -> None:
+    """FTS5's own check of its index (raises ``sqlite3.DatabaseError`` when it is damaged)."""
+    conn.execute("INSERT INTO docs(docs, rank) VALUES ('integrity-check', 0)")
+
+
 class TrigramLayer(BuildingLayer):
     name = "trigram"
     version = "2"  # 2: text after a NUL byte is indexed
@@ -128,18 +138,10 @@ class TrigramLayer(BuildingLayer):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.db_path = self.dir / "fts.sqlite"
-        self._local = threading.local()
-        conn = self._conn()
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(hash UNINDEXED, body, "
-                     "tokenize='trigram')")
+        self.fts = self.sqlite_state(self.db_path, _setup_fts, "FTS5 index", extra_check=_check_fts)
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.db_path, timeout=30, isolation_level=None, check_same_thread=False)
-            self._local.conn = conn
-        return conn
+        return self.fts.conn()
 
     def index_unit(self, unit: Unit, doc) -> dict:
         if not doc.text:

@@ -9,6 +9,7 @@ process that holds it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import fcntl
 import os
 import sqlite3
@@ -16,36 +17,16 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 from lar.core.errors import CorruptStateError, HitNotFoundError, StateLockedError
 from lar.store.pathkeys import display_path, key_path, path_key
+from lar.core.sqlite_repair import SqliteFile
+from lar.store.index_schema import SCHEMA_VERSION, create_schema, read_schema
 
-SCHEMA_VERSION = "2"
+__all__ = ["FileIndex", "FileRecord", "SCHEMA_VERSION"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS files(
-    path TEXT PRIMARY KEY,
-    hash TEXT,
-    size INTEGER NOT NULL DEFAULT 0,
-    mtime_ns INTEGER NOT NULL DEFAULT 0,
-    ctime_ns INTEGER NOT NULL DEFAULT 0,
-    ino INTEGER NOT NULL DEFAULT 0,
-    seq INTEGER NOT NULL,
-    deleted INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS files_hash ON files(hash);
-CREATE INDEX IF NOT EXISTS files_seq ON files(seq);
-CREATE TABLE IF NOT EXISTS cursors(layer TEXT PRIMARY KEY, version TEXT NOT NULL, seq INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS skipped(path TEXT PRIMARY KEY, reason TEXT NOT NULL, size INTEGER,
-    mtime_ns INTEGER, ctime_ns INTEGER, ino INTEGER);
-CREATE TABLE IF NOT EXISTS history(hash TEXT NOT NULL, path TEXT NOT NULL, seq INTEGER NOT NULL,
-    PRIMARY KEY(hash, path));
-CREATE TABLE IF NOT EXISTS usage(hash TEXT PRIMARY KEY, hits INTEGER NOT NULL DEFAULT 0,
-    fetches INTEGER NOT NULL DEFAULT 0, last REAL NOT NULL DEFAULT 0);
-"""
-
+T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class FileRecord:
@@ -63,6 +44,15 @@ class FileRecord:
         ctime and inode catch same-size edits that restore the mtime (cp -p, rsync -t, tar)."""
         return (not self.deleted and self.size == st.st_size and self.mtime_ns == st.st_mtime_ns
                 and self.ctime_ns == st.st_ctime_ns and self.ino == st.st_ino)
+
+
+def _recovering(method):
+    """A read or write of the index that is retried once on a new index when the error proves
+    the file damaged (see ``FileIndex.recovering``)."""
+    @functools.wraps(method)
+    def run(self, *args, **kw):
+        return self.recovering(lambda: method(self, *args, **kw))
+    return run
 
 
 _COLS = "path, hash, size, mtime_ns, seq, deleted, ctime_ns, ino"
@@ -88,21 +78,16 @@ class FileIndex:
         self._all_cache: tuple[tuple[int, int], dict[str, FileRecord]] | None = None
         self._lock_fh = None
         self.migrated_from: str | None = None
+        self.on_repair = None  # called after a damaged index was replaced (the engine rescans)
+        self.db = SqliteFile(
+            self.db_path, label="the file index", setup=self._setup, connect=self._connect,
+            on_reset=self._reset, trust_errors=True,
+            todo="lar rescans the folder into a new index: nothing to do, but hit ids from "
+                 "before may no longer resolve (search again), and usage counts start afresh.")
         self._set_aside_older_schema()
         try:
-            conn = self._conn()
-            found = self._schema(conn)
-            if found is None:  # a new index: create it under the writer lock
-                conn.execute("PRAGMA journal_mode=WAL")
-                with self.writing():
-                    for stmt in _SCHEMA.split(";"):
-                        if stmt.strip():
-                            conn.execute(stmt)
-                    conn.execute(
-                        "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), ('seq', '0')",
-                        (SCHEMA_VERSION,),
-                    )
-                found = self._schema(conn)
+            self.db.open()
+            found = read_schema(self._conn())
         except sqlite3.DatabaseError as exc:
             raise CorruptStateError(
                 f"the file index {self.db_path} is unreadable ({exc}); "
@@ -114,6 +99,26 @@ class FileIndex:
                 f"this lar needs {SCHEMA_VERSION!r}: upgrade lar or open with another state dir"
             )
 
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        """A new index gets its schema under the writer lock; an existing one is only read."""
+        if read_schema(conn) is None:
+            conn.execute("PRAGMA journal_mode=WAL")
+            with self.writing():
+                create_schema(conn)
+
+    def _reset(self) -> None:
+        self._all_cache = None
+        self._writes += 1
+        if self.on_repair is not None:
+            self.on_repair()
+
+    def recovering(self, fn: Callable[[], T]) -> T:
+        """``fn()``; when an error proves the index damaged, it is set aside, a new one is
+        started and ``fn()`` runs once more (not inside a write: the outermost call retries)."""
+        if self._write_depth:
+            return fn()
+        return self.db.recovering(fn)
+
     def _set_aside_older_schema(self) -> None:
         """An index written by an older lar is derived data: keep it as a backup beside the new
         one (``index.sqlite.schema-N.bak``) and start afresh; the next scan re-indexes."""
@@ -122,7 +127,7 @@ class FileIndex:
         try:
             conn = sqlite3.connect(self.db_path, timeout=self.lock_timeout)
             try:
-                found = self._schema(conn)
+                found = read_schema(conn)
             finally:
                 conn.close()
         except sqlite3.DatabaseError:
@@ -140,31 +145,21 @@ class FileIndex:
         self.close()
         self.migrated_from = found
 
-    @staticmethod
-    def _schema(conn: sqlite3.Connection) -> str | None:
-        has_meta = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
-        if not has_meta:
-            return None
-        row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        return row[0] if row else None
-
     # -- connections ------------------------------------------------------------------------
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.db_path, timeout=self.lock_timeout, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(f"PRAGMA busy_timeout={int(self.lock_timeout * 1000)}")
-            self._local.conn = conn
+    def _connect(self, path: Path) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, timeout=self.lock_timeout, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA busy_timeout={int(self.lock_timeout * 1000)}")
         return conn
 
+    def _conn(self) -> sqlite3.Connection:
+        return self.db.conn()
+
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        db = getattr(self, "db", None)
+        if db is not None:
+            db.close()
 
     # -- the single writer ------------------------------------------------------------------
     @contextlib.contextmanager
@@ -184,7 +179,10 @@ class FileIndex:
                     conn.execute("COMMIT")
             except BaseException:
                 if outer and conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:  # a damaged file: the caller's error says more
+                        pass
                 raise
             finally:
                 self._write_depth -= 1
@@ -227,6 +225,7 @@ class FileIndex:
         return seq
 
     # -- writes (call inside writing()) -----------------------------------------------------
+    @_recovering
     def upsert(self, path: str, h: str, size: int, mtime_ns: int, ctime_ns: int = 0,
                ino: int = 0) -> int | None:
         """Record the current state of ``path``. Returns the new seq, or None if the content
@@ -251,6 +250,7 @@ class FileIndex:
             )
             return seq
 
+    @_recovering
     def tombstone(self, path: str) -> int | None:
         """Mark ``path`` deleted (one row per path: repeated changes collapse)."""
         path = path_key(path)  # a non-UTF-8 name is never in ``files``: found nowhere
@@ -264,6 +264,7 @@ class FileIndex:
             conn.execute("UPDATE files SET deleted=1, seq=? WHERE path=?", (seq, path))
             return seq
 
+    @_recovering
     def record_skip(self, path: str, reason: str, size: int | None, mtime_ns: int | None = None,
                     ctime_ns: int | None = None, ino: int | None = None) -> None:
         path = path_key(path)  # a non-UTF-8 name is kept as its raw bytes (lar.store.pathkeys)
@@ -276,10 +277,12 @@ class FileIndex:
                 (path, reason, size, mtime_ns, ctime_ns, ino),
             )
 
+    @_recovering
     def forget_skip(self, path: str) -> None:
         with self.writing() as conn:
             conn.execute("DELETE FROM skipped WHERE path=?", (path_key(path),))
 
+    @_recovering
     def set_cursor(self, layer: str, version: str, seq: int) -> None:
         with self.writing() as conn:
             conn.execute(
@@ -288,6 +291,7 @@ class FileIndex:
                 (layer, version, seq),
             )
 
+    @_recovering
     def touch_usage(self, hashes: list[str], *, kind: str = "hits") -> None:
         col = "fetches" if kind == "fetches" else "hits"
         now = time.time()
@@ -299,18 +303,21 @@ class FileIndex:
             )
 
     # -- reads ------------------------------------------------------------------------------
+    @_recovering
     def get(self, path: str) -> FileRecord | None:
         row = self._conn().execute(
             f"SELECT {_COLS} FROM files WHERE path=?", (path_key(path),)
         ).fetchone()
         return _record(row) if row else None
 
+    @_recovering
     def live(self) -> list[FileRecord]:
         rows = self._conn().execute(
             f"SELECT {_COLS} FROM files WHERE deleted=0 ORDER BY path"
         ).fetchall()
         return [_record(r) for r in rows]
 
+    @_recovering
     def get_many(self, paths: list[str]) -> dict[str, FileRecord]:
         out: dict[str, FileRecord] = {}
         conn = self._conn()
@@ -321,6 +328,7 @@ class FileIndex:
                 out[r[0]] = _record(r)
         return out
 
+    @_recovering
     def all_paths(self) -> dict[str, FileRecord]:
         """Every path's record (a fresh dict). Read once per change: kept while the sequence
         number and this process's write count stay put (another process's stat-only refresh
@@ -334,21 +342,25 @@ class FileIndex:
         self._all_cache = (key, out)
         return dict(out)
 
+    @_recovering
     def paths_for_hash(self, h: str) -> list[str]:
         rows = self._conn().execute(
             "SELECT path FROM files WHERE hash=? AND deleted=0 ORDER BY path", (h,)
         ).fetchall()
         return [r[0] for r in rows]
 
+    @_recovering
     def known_hash(self, h: str) -> bool:
         return self._conn().execute("SELECT 1 FROM history WHERE hash=? LIMIT 1", (h,)).fetchone() is not None
 
+    @_recovering
     def past_paths(self, h: str) -> list[str]:
         """Every path that ever held content ``h`` (newest first), for re-anchoring old ids."""
         rows = self._conn().execute(
             "SELECT path FROM history WHERE hash=? ORDER BY seq DESC", (h,)).fetchall()
         return [r[0] for r in rows]
 
+    @_recovering
     def resolve_prefix(self, prefix: str) -> str:
         """The full hash for a hash prefix (as in hit ids), or ``HitNotFoundError``."""
         rows = self._conn().execute(
@@ -364,6 +376,7 @@ class FileIndex:
             raise HitNotFoundError(f"hash prefix {prefix!r} is ambiguous; give more characters")
         return rows[0][0]
 
+    @_recovering
     def changes_since(self, seq: int, limit: int | None = None) -> list[FileRecord]:
         q = f"SELECT {_COLS} FROM files WHERE seq > ? ORDER BY seq"
         args: tuple = (seq,)
@@ -372,18 +385,22 @@ class FileIndex:
             args = (seq, limit)
         return [_record(r) for r in self._conn().execute(q, args).fetchall()]
 
+    @_recovering
     def max_seq(self) -> int:
         return int(self._conn().execute("SELECT value FROM meta WHERE key='seq'").fetchone()[0])
 
+    @_recovering
     def get_cursor(self, layer: str) -> tuple[str, int] | None:
         row = self._conn().execute("SELECT version, seq FROM cursors WHERE layer=?", (layer,)).fetchone()
         return (row[0], row[1]) if row else None
 
+    @_recovering
     def skipped(self) -> list[tuple[str, str, int | None]]:
         """(path, reason, size) of each skipped file; a name that is not UTF-8 is shown escaped."""
         return [(display_path(r[0]), r[1], r[2]) for r in self._conn().execute(
             "SELECT path, reason, size FROM skipped ORDER BY path").fetchall()]
 
+    @_recovering
     def skipped_stats(self, paths: list[str] | None = None) -> dict[str, tuple]:
         """{path: (reason, size, mtime_ns, ctime_ns, ino)} of skipped files (all, or those of
         ``paths``), keyed as the scanner holds paths (its stat pass, and grep's refresh)."""
@@ -398,10 +415,12 @@ class FileIndex:
                     f"{q} WHERE path IN ({','.join('?' * len(chunk))})", chunk).fetchall()
         return {key_path(r[0]): tuple(r[1:]) for r in rows}
 
+    @_recovering
     def usage(self) -> dict[str, tuple[int, int, float]]:
         rows = self._conn().execute("SELECT hash, hits, fetches, last FROM usage").fetchall()
         return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
+    @_recovering
     def counts(self) -> tuple[int, int]:
         """(live files, distinct live hashes)."""
         row = self._conn().execute(

@@ -55,15 +55,60 @@ def test_priority_puts_the_last_requests_candidates_first(engine):
     assert plan[0].path == "docs/latin1.txt"  # fetched units outrank candidates
 
 
-def test_abort_loses_at_most_the_unit_in_progress(engine):
-    report = engine.build(timebox=1e-9, layers=["trigram"])
-    r = report["layers"]["trigram"]
-    assert r["state"] == "aborted" and r["ok"] + r["pending"] == 5
-    layer = engine.layers["trigram"]
-    st = layer.status(engine.scope_view())
-    assert st.built_units == r["ok"] and 0 <= st.coverage < 1
-    engine.build(timebox=30, layers=["trigram"])  # resumes where it stopped
-    assert layer.status(engine.scope_view()).coverage == 1.0
+# a build that is killed (SIGKILL) in the middle of its third trigram unit: the unit's FTS5 row
+# is written inside an open transaction when the kill lands
+_KILLED_MID_UNIT = """
+import sys, time
+import lar
+from lar.layers.trigram import TrigramLayer
+real, seen = TrigramLayer.index_unit, []
+def index_unit(self, unit, doc):
+    seen.append(unit.hash)
+    if len(seen) == 3:
+        conn = self.fts.conn()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO docs(hash, body) VALUES (?, ?)", (unit.hash, "half a unit"))
+        print("IN_UNIT", unit.hash, flush=True)
+        time.sleep(120)
+    return real(self, unit, doc)
+TrigramLayer.index_unit = index_unit
+with lar.open(sys.argv[1], state=sys.argv[2]) as eng:
+    eng.build(timebox=120, layers=["trigram"])
+"""
+
+
+def test_abort_loses_at_most_the_unit_in_progress(corpus, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    state = tmp_path / "state"
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_MID_UNIT, str(corpus), str(state)],
+                             stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = child.stdout.readline().split()
+        assert line and line[0] == "IN_UNIT", line
+        in_progress = line[1]
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    with lar.open(corpus, state=state) as eng:
+        layer = eng.layers["trigram"]
+        built = layer.built()
+        # the two units finished before the kill are kept; the one in progress is not half-there
+        assert sorted(built.values()) == ["ok", "ok"] and in_progress not in built
+        rows = layer.fts.conn().execute("SELECT hash FROM docs").fetchall()
+        assert sorted(h for (h,) in rows) == sorted(built)
+        st = layer.status(eng.scope_view())
+        assert st.built_units == 2 and st.coverage == 2 / 5
+        report = eng.build(timebox=30, layers=["trigram"])["layers"]["trigram"]  # resumes
+        assert (report["ok"], report["pending"]) == (3, 0)
+        assert layer.status(eng.scope_view()).coverage == 1.0
+        assert [h.hash for h in eng.search({"trigram": "half a unit"}, timebox=5).hits] == []
 
 
 def test_background_builder_fills_layers_and_stops_cleanly(engine):
@@ -121,12 +166,14 @@ def test_manifest_garbage_collects_dead_units(tmp_path):
     assert m.all_hashes() == {"bb" * 16}
 
 
-def test_corrupt_manifest_is_a_clear_error(tmp_path):
+def test_corrupt_manifest_is_set_aside_and_started_afresh(tmp_path):
     (tmp_path / "m.sqlite").write_bytes(b"garbage" * 200)
-    from lar.core.errors import CorruptStateError
+    from lar.core.errors import RepairedStateWarning
 
-    with pytest.raises(CorruptStateError, match="rebuilds lazily"):
-        Manifest(tmp_path / "m.sqlite")
+    with pytest.warns(RepairedStateWarning, match="rebuilt lazily"):
+        m = Manifest(tmp_path / "m.sqlite")
+    assert m.states("1+c1") == {}
+    assert len(list(tmp_path.glob("m.sqlite.corrupt-*"))) == 1
 
 
 def test_trigram_regex_prefilter_literals():

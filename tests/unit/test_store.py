@@ -90,12 +90,15 @@ def test_second_writer_waits_then_gets_a_clear_error_while_readers_read(tmp_path
     assert other.upsert("b.txt", "bb" * 16, 1, 1) is not None  # released: writing works again
 
 
-def test_corrupt_index_gives_a_clear_error(tmp_path):
+def test_corrupt_index_is_set_aside_and_started_afresh(tmp_path):
     (tmp_path / "index.sqlite").write_bytes(b"this is not a database" * 100)
-    from lar.core.errors import CorruptStateError
+    from lar.core.errors import RepairedStateWarning
 
-    with pytest.raises(CorruptStateError, match="delete the state folder"):
-        FileIndex(tmp_path)
+    with pytest.warns(RepairedStateWarning, match="file is not a database"):
+        idx = FileIndex(tmp_path)
+    assert idx.live() == [] and idx.max_seq() == 0
+    kept, = tmp_path.glob("index.sqlite.corrupt-*")
+    assert kept.read_bytes() == b"this is not a database" * 100
 
 
 def test_scanner_respects_ignores_and_skips_binary_and_large(corpus, tmp_path):

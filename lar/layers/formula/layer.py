@@ -105,6 +105,15 @@ class _Stored:
     written: Features | None  # the form without the unit's macros, when it differs
 
 
+def _setup_formulas(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS formulas(hash TEXT NOT NULL, "
+                 "start INTEGER NOT NULL, end INTEGER NOT NULL, label TEXT NOT NULL, "
+                 "norm TEXT NOT NULL, "
+                 "written TEXT NOT NULL DEFAULT '')")
+    conn.execute("CREATE INDEX IF NOT EXISTS formulas_hash ON formulas(hash)")
+
+
 class FormulaLayer(BuildingLayer):
     name = "formula"
     version = "1"
@@ -124,25 +133,13 @@ class FormulaLayer(BuildingLayer):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.db_path = self.dir / "formulas.sqlite"
-        self._local = threading.local()
         self._cache: dict[str, list[_Stored]] = {}
         self._cache_n = 0
         self._cache_lock = threading.Lock()
-        conn = self._conn()
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("CREATE TABLE IF NOT EXISTS formulas(hash TEXT NOT NULL, "
-                     "start INTEGER NOT NULL, end INTEGER NOT NULL, label TEXT NOT NULL, "
-                     "norm TEXT NOT NULL, "
-                     "written TEXT NOT NULL DEFAULT '')")
-        conn.execute("CREATE INDEX IF NOT EXISTS formulas_hash ON formulas(hash)")
+        self.formula_db = self.sqlite_state(self.db_path, _setup_formulas, "formula store")
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.db_path, timeout=30, isolation_level=None,
-                                   check_same_thread=False)
-            self._local.conn = conn
-        return conn
+        return self.formula_db.conn()
 
     # -- building ---------------------------------------------------------------------------
     @property

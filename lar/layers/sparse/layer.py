@@ -189,6 +189,7 @@ class SparseLayer(EmbeddingLayer):
             from lar.layers.sparse.store import SparseUnitStore
 
             self._units = SparseUnitStore(self.dir / "units.sqlite")
+            self.adopt_sqlite(self._units.db)
         return self._units
 
     # -- building ---------------------------------------------------------------------------

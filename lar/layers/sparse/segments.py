@@ -25,7 +25,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from lar.core.errors import require
-from lar.layers.kits.lexical.segments import DOCS, HEADER, CorruptSegment, SegmentStore
+from lar.layers.kits.lexical.segments import DOCS, HEADER, NOT_CORRUPTION, TMP, CorruptSegment, SegmentStore
 from lar.layers.sparse.vectors import SparseVec, pack
 
 __all__ = ["SparseParams", "SparseSegment", "SparseSegmentStore"]
@@ -100,6 +100,12 @@ class SparseSegment:
                                        copy=False)
         except CorruptSegment:
             raise
+        except MemoryError:
+            raise  # a failure to read, not a damaged segment
+        except OSError as exc:
+            if exc.errno in NOT_CORRUPTION:  # likewise (no file handles, I/O error, access)
+                raise
+            raise CorruptSegment(f"{type(exc).__name__}: {exc}") from None
         except Exception as exc:  # missing file, bad JSON, numpy load error
             raise CorruptSegment(f"{type(exc).__name__}: {exc}") from None
         return cls(path.name, path, units, docs, matrix)
@@ -158,7 +164,7 @@ class SparseSegmentStore(SegmentStore):
         """A new segment from ``(hash, chunk spans, chunk vectors)`` of units; chunks with an
         empty vector are left out, their units still count as covered."""
         seg_id = seg_id or self.new_id()
-        tmp = self.seg_dir / f".tmp-{seg_id}"
+        tmp = self.seg_dir / f"{TMP}{seg_id}"
         tmp.mkdir(parents=True)
         try:
             unit_list: list[str] = []

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from lar.core.errors import CorruptStateError
+from lar.core.sqlite_repair import SqliteFile
 from lar.layers.kits.code.docs import DOC_CHARS
 from lar.layers.kits.code.treesitter import Extraction
 
@@ -43,37 +44,43 @@ CREATE INDEX IF NOT EXISTS calls_hash ON calls(hash);
 DEF_COLUMNS = "hash, idx, name, qual, kind, s, e, line, last, sig, doc"
 
 
+def _setup(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(_SCHEMA)
+
+
 class SymbolStore:
     def __init__(self, directory: Path, version: str):
         self.dir = Path(directory)
         self.version = version
         self.db_path = self.dir / "symbols.sqlite"
-        self._local = threading.local()
         self._lru: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._lru_lock = threading.Lock()
         self.generation = 0
         self._made: set[str] = set()  # sidecar sub-folders known to exist
         self._names: tuple[Any, list[str], list[str]] | None = None
         self._names_lock = threading.Lock()
+        self.db = SqliteFile(self.db_path, label="the symbols index", setup=_setup,
+                             todo="The layer rebuilds it lazily: run `lar build`.")
         try:
-            conn = self.conn()
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
-            self._vconn = sqlite3.connect(self.db_path, timeout=30, isolation_level=None,
-                                          check_same_thread=False)
+            self.db.open()
         except sqlite3.DatabaseError as exc:
             raise CorruptStateError(
                 f"the symbols index {self.db_path} is unreadable ({exc}); delete {self.dir} and "
                 "the layer rebuilds lazily") from None
+        self._vconn, self._vgen = None, -1
 
     def conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.db_path, timeout=30, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-        return conn
+        return self.db.conn()
+
+    def _data_version(self) -> tuple[int, int]:
+        """(file generation, PRAGMA data_version of one connection kept for it): changes when
+        another connection (thread or process) commits, or the file was replaced."""
+        if self._vgen != self.db.generation or self._vconn is None:
+            self._vconn = sqlite3.connect(self.db_path, timeout=30, isolation_level=None,
+                                          check_same_thread=False)
+            self._vgen = self.db.generation
+        return self._vgen, self._vconn.execute("PRAGMA data_version").fetchone()[0]
 
     # -- sidecars ---------------------------------------------------------------------------
     def sidecar_path(self, h: str) -> Path:
@@ -170,7 +177,7 @@ class SymbolStore:
 
         with self._names_lock:
             # data_version changes when another connection (thread or process) commits
-            key = (self.generation, self._vconn.execute("PRAGMA data_version").fetchone()[0])
+            key = (self.generation, *self._data_version())
             if self._names is not None and self._names[0] == key:
                 return self._names[1], self._names[2]
         names = [r[0] for r in self.conn().execute("SELECT DISTINCT name FROM defs")]

@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import threading
 import zlib
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from lar.layers.kits.chunking import chunk
 from lar.core.errors import CorruptStateError
+from lar.core.sqlite_repair import SqliteFile
 from lar.store.extract import Document, plain
 
 CODE_CHUNKER_VERSION = "1"
@@ -76,25 +76,25 @@ class UnitStore:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
+        # a damaged file is set aside and started afresh: its units' artefacts are missing then,
+        # which the segment index reports (``on_lost``) and the layer rebuilds lazily
+        self.db = SqliteFile(self.path, label=f"the {self.label}", setup=self._setup,
+                             todo="The layer rebuilds its units lazily: run `lar build`.")
         try:
-            conn = self._conn()
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS units(hash TEXT PRIMARY KEY, "
-                         "version TEXT NOT NULL, payload BLOB NOT NULL)")
+            self.db.open()
         except sqlite3.DatabaseError as exc:
             raise CorruptStateError(
                 f"the {self.label} {self.path} is unreadable ({exc}); delete "
                 f"{self.path.parent} and the layer rebuilds lazily") from None
 
+    @staticmethod
+    def _setup(conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE IF NOT EXISTS units(hash TEXT PRIMARY KEY, "
+                     "version TEXT NOT NULL, payload BLOB NOT NULL)")
+
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-        return conn
+        return self.db.conn()
 
     @staticmethod
     def encode(spans: Sequence[tuple[int, int]], terms: Sequence[Sequence[str]]) -> bytes:

@@ -75,9 +75,10 @@ class SegmentedIndex:
         self._cache: dict[str, Segment] = {}
         self._inflight: set[str] = set()
         self._layout = self.store.read_layout()
+        self._stamp = self.store.layout_stamp()
         self._worker: threading.Thread | None = None
         self._stats: tuple[tuple[str, ...], frozenset[str], CorpusStats] | None = None
-        self.store.collect(self._layout)
+        self.store.collect()
 
     # -- layout ---------------------------------------------------------------------------------
     def note(self, msg: str) -> None:
@@ -86,37 +87,66 @@ class SegmentedIndex:
 
     @property
     def layout(self) -> Layout:
+        self._refresh()
         return self._layout
 
-    def _set_layout(self, layout: Layout) -> None:
+    def _refresh(self) -> None:
+        """Follow the layout on disk when another writer (process or index) replaced it."""
         with self._lock:
-            self._layout = layout
-            self.store.write_layout(layout, spare=set(self._inflight))
-            for sid in list(self._cache):
-                if sid not in layout.ids and sid not in self._inflight:
-                    del self._cache[sid]
+            stamp = self.store.layout_stamp()
+            if stamp != self._stamp:
+                self._stamp = stamp
+                self._adopt(self.store.read_layout())
+
+    def _adopt(self, layout: Layout) -> None:
+        self._layout = layout
+        for sid in list(self._cache):
+            if sid not in layout.ids and sid not in self._inflight:
+                del self._cache[sid]
+
+    def _update(self, make: Callable[[Layout], Layout], discard: Iterable[str] = ()) -> Layout:
+        """Change the layout on disk (read-modify-write under the store's lock) and follow it."""
+        with self._lock:
+            layout = self.store.update(make, spare=set(self._inflight), discard=discard)
+            self._stamp = self.store.layout_stamp()
+            self._adopt(layout)
+            return layout
 
     def segments(self) -> list[Segment]:
-        """The live segments, main first; corrupt ones are dropped from the layout."""
+        """The live segments, main first; corrupt ones are dropped from the layout. A segment
+        another writer replaced meanwhile (its folder gone) is not corrupt: the new layout is
+        followed instead."""
         with self._lock:
-            layout = self._layout
-            good, bad = [], []
-            for sid in layout.ids:
-                seg = self._cache.get(sid)
-                if seg is None:
-                    try:
-                        seg = self.store.load(sid)
-                    except CorruptSegment as exc:
-                        bad.append(sid)
+            for _ in range(5):
+                self._refresh()
+                layout = self._layout
+                good, bad, moved = [], [], False
+                for sid in layout.ids:
+                    seg = self._cache.get(sid)
+                    if seg is None:
+                        try:
+                            seg = self.store.load(sid)
+                        except CorruptSegment as exc:
+                            if sid not in self.store.read_layout().ids:
+                                moved = True  # superseded by another writer: not corruption
+                                break
+                            bad.append((sid, exc))
+                            continue
+                        self._cache[sid] = seg
+                    good.append(seg)
+                if moved:
+                    self._stamp = None  # re-read the layout and try again
+                    continue
+                if bad:
+                    ids = {sid for sid, _ in bad}
+                    for sid, exc in bad:
                         self.note(f"segment {sid} failed its checks ({exc}); dropped, its "
-                                   "units are re-added from the stored terms")
-                        continue
-                    self._cache[sid] = seg
-                good.append(seg)
-            if bad:
-                self._set_layout(Layout(layout.key, None if layout.main in bad else layout.main,
-                                        tuple(d for d in layout.deltas if d not in bad)))
-            return good
+                                  "units are re-added from the stored terms")
+                    self._update(lambda lay: Layout(lay.key, None if lay.main in ids else lay.main,
+                                                    tuple(d for d in lay.deltas if d not in ids)),
+                                 discard=ids)
+                return good
+            return [s for s in (self._cache.get(sid) for sid in self._layout.ids) if s is not None]
 
     def covered(self) -> set[str]:
         out: set[str] = set()
@@ -136,11 +166,13 @@ class SegmentedIndex:
         seg_id = self.store.new_id()
         with self._lock:
             self._inflight.add(seg_id)
+            self.store.claim(seg_id)  # private to this writer until committed
         try:
             seg = self.store.build(rows, seg_id)
         except BaseException:
             with self._lock:
                 self._inflight.discard(seg_id)
+                self.store.release(seg_id)
             raise
         with self._lock:
             self._cache[seg.id] = seg
@@ -148,8 +180,11 @@ class SegmentedIndex:
 
     def _commit(self, seg: Segment, make: Callable[[Layout], Layout]) -> None:
         with self._lock:
-            self._inflight.discard(seg.id)
-            self._set_layout(make(self._layout))
+            try:
+                self._update(make)
+            finally:
+                self._inflight.discard(seg.id)
+                self.store.release(seg.id)
 
     def add(self, hashes: Iterable[str]) -> Segment | None:
         """Index ``hashes`` into a new delta (the main segment if there is none yet)."""
@@ -165,12 +200,12 @@ class SegmentedIndex:
         """Full merge: a new main segment from every unit in ``ok``; replaces the main segment
         and every delta that existed when the merge started."""
         t0 = time.monotonic()
-        before = set(self._layout.ids)
+        before = set(self.layout.ids)
         seg = self._build(ok)
         with self._lock:
             if seg is None:
-                self._set_layout(Layout(self._layout.key, None,
-                                        tuple(d for d in self._layout.deltas if d not in before)))
+                self._update(lambda lay: Layout(lay.key, None,
+                                                tuple(d for d in lay.deltas if d not in before)))
             else:
                 self._commit(seg, lambda lay: Layout(lay.key, seg.id,
                                                      tuple(d for d in lay.deltas if d not in before)))
@@ -188,8 +223,8 @@ class SegmentedIndex:
         seg = self._build(units)
         with self._lock:
             if seg is None:
-                self._set_layout(Layout(self._layout.key, self._layout.main,
-                                        tuple(d for d in self._layout.deltas if d not in old)))
+                self._update(lambda lay: Layout(lay.key, lay.main,
+                                                tuple(d for d in lay.deltas if d not in old)))
             else:
                 self._commit(seg, lambda lay: Layout(lay.key, lay.main, (seg.id,) + tuple(
                     d for d in lay.deltas if d not in old)))

@@ -8,23 +8,33 @@ complete, so a reader never sees half a segment; ``load`` checks the header agai
 and raises ``CorruptSegment`` when anything disagrees.
 
 ``SegmentStore`` owns the folders and the layout file ``segments.json`` (the live main segment
-and the delta segments), which is replaced atomically. Folders that no layout names are removed.
+and the delta segments), which is replaced atomically, read-modify-write under an ``flock`` on
+``segments.lock`` so that two processes' commits never undo each other. Uncommitted work is
+private to its writer: a segment id names the process that built it (``<time>-p<pid>-<random>``),
+and a folder no layout names (a temporary one, or one built and not yet committed) is removed
+only by its own process once it is no longer in flight, or by anyone when that process is dead
+or the folder is older than ``STALE_AFTER_S``.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from lar.core.errors import require
+from lar.core.errors import CorruptStateError, require
 from lar.layers.kits.lexical.corpus_stats import idf, term_frequencies
 from lar.store.cas import atomic_write
 
@@ -34,10 +44,40 @@ DOCS = "docs.json"
 LAYOUT = "segments.json"
 TF, DOCLEN = "tf.npy", "doclen.npy"  # raw term frequencies and doc lengths
 STATS_VERSION = 1
+LOCK = "segments.lock"
+TMP = ".tmp-"
+# a folder no layout names, whose writer is alive, is left alone for this long (its writer may
+# still commit it); past it, it is garbage whoever made it
+STALE_AFTER_S = 3600.0
+# errors that say reading failed (no memory, no file handles, I/O), not that the segment is bad
+NOT_CORRUPTION = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EIO, errno.EAGAIN,
+                            errno.EACCES, errno.EPERM, errno.EINTR})
+_OWNER = re.compile(r"-p(\d+)-")
+# segment ids built in this process and not yet committed (every SegmentStore of the process)
+_in_flight: set[str] = set()
+_in_flight_lock = threading.Lock()
 
 
-class CorruptSegment(Exception):
+class CorruptSegment(CorruptStateError):
     """A segment folder failed its checks (missing or altered file, wrong parameters)."""
+
+
+def owner_pid(seg_id: str) -> int | None:
+    """The process that built segment ``seg_id`` (None for ids of older lar versions)."""
+    m = _OWNER.search(seg_id)
+    return int(m.group(1)) if m else None
+
+
+def pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
 
 
 @dataclass(frozen=True)
@@ -117,6 +157,12 @@ class Segment:
                     raise CorruptSegment("term frequencies or doc lengths disagree with the index")
         except CorruptSegment:
             raise
+        except MemoryError:
+            raise  # a failure to read, not a damaged segment
+        except OSError as exc:
+            if exc.errno in NOT_CORRUPTION:  # likewise (no file handles, I/O error, access)
+                raise
+            raise CorruptSegment(f"{type(exc).__name__}: {exc}") from None
         except Exception as exc:  # missing file, bad JSON, numpy/bm25s load error
             raise CorruptSegment(f"{type(exc).__name__}: {exc}") from None
         return cls(path.name, path, units, docs, model, *((tf, doclen) if len(docs) else ()))
@@ -240,8 +286,58 @@ class SegmentStore:
         self.seg_dir = self.dir / "segments"
         self.seg_dir.mkdir(parents=True, exist_ok=True)
         self.params = params
-        for p in self.seg_dir.glob(".tmp-*"):  # left by a build that was killed
-            shutil.rmtree(p, ignore_errors=True)
+        with self.locked():  # temporary folders left by a writer that was killed
+            for p in self.seg_dir.glob(TMP + "*"):
+                if self.removable(p):
+                    shutil.rmtree(p, ignore_errors=True)
+
+    # -- the writers' lock and uncommitted work -------------------------------------------------
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the store's cross-process lock (layout changes and garbage collection)."""
+        with open(self.dir / LOCK, "a+") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    @staticmethod
+    def claim(seg_id: str) -> None:
+        """Mark ``seg_id`` in flight in this process: no garbage collection removes it."""
+        with _in_flight_lock:
+            _in_flight.add(seg_id)
+
+    @staticmethod
+    def release(seg_id: str) -> None:
+        with _in_flight_lock:
+            _in_flight.discard(seg_id)
+
+    def removable(self, path: Path) -> bool:
+        """Whether a folder that no layout names is garbage: its writer is this process and
+        no longer builds it, or its writer is dead, or it is older than ``STALE_AFTER_S``."""
+        seg_id = path.name[len(TMP):] if path.name.startswith(TMP) else path.name
+        pid = owner_pid(seg_id)
+        if pid is None:
+            return True  # left by an older lar, which removed such folders itself
+        if pid == os.getpid():
+            with _in_flight_lock:
+                return seg_id not in _in_flight
+        if not pid_alive(pid):
+            return True
+        try:
+            return time.time() - path.stat().st_mtime > STALE_AFTER_S
+        except OSError:
+            return False
+
+    # -- the layout -------------------------------------------------------------------------------
+    def layout_stamp(self) -> tuple[int, int, int] | None:
+        """Changes whenever the layout file is replaced (by any process)."""
+        try:
+            st = (self.dir / LAYOUT).stat()
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def read_layout(self) -> Layout:
         try:
@@ -252,18 +348,37 @@ class SegmentStore:
             pass
         return Layout(self.params.key)
 
-    def write_layout(self, layout: Layout, spare: Iterable[str] = ()) -> None:
-        """Replace the layout atomically, then remove the folders it no longer names (except
-        ``spare``: segments built but not yet committed)."""
-        body = {"key": layout.key, "params": self.params.to_dict(), "main": layout.main,
-                "deltas": list(layout.deltas), "at": time.time()}
-        atomic_write(self.dir / LAYOUT, json.dumps(body, indent=1).encode(), durable=False)
-        self.collect(layout, spare)
+    def update(self, make: Callable[[Layout], Layout], spare: Iterable[str] = (),
+               discard: Iterable[str] = ()) -> Layout:
+        """Under the lock: the layout on disk now, changed by ``make``, written atomically; then
+        the folders of ``discard`` (corrupt ones) and the garbage are removed. Returns it."""
+        with self.locked():
+            layout = make(self.read_layout())
+            body = {"key": layout.key, "params": self.params.to_dict(), "main": layout.main,
+                    "deltas": list(layout.deltas), "at": time.time()}
+            atomic_write(self.dir / LAYOUT, json.dumps(body, indent=1).encode(), durable=False)
+            for sid in discard:
+                if sid not in layout.ids:
+                    shutil.rmtree(self.seg_dir / sid, ignore_errors=True)
+            self._collect(layout, spare)
+        return layout
 
-    def collect(self, layout: Layout, spare: Iterable[str] = ()) -> None:
+    def write_layout(self, layout: Layout, spare: Iterable[str] = ()) -> None:
+        """Replace the layout atomically, then remove the garbage (never ``spare``: segments
+        built but not yet committed)."""
+        self.update(lambda _: layout, spare)
+
+    def collect(self, layout: Layout | None = None, spare: Iterable[str] = ()) -> None:
+        """Remove the folders the layout on disk does not name and that are garbage."""
+        with self.locked():
+            self._collect(self.read_layout() if layout is None else layout, spare)
+
+    def _collect(self, layout: Layout, spare: Iterable[str]) -> None:
         keep = set(layout.ids) | set(spare)
         for p in self.seg_dir.iterdir():
-            if p.name not in keep and not p.name.startswith(".tmp-"):
+            if p.name in keep or p.name[len(TMP):] in keep:
+                continue
+            if self.removable(p):
                 shutil.rmtree(p, ignore_errors=True)
 
     def load(self, seg_id: str) -> Segment:
@@ -271,14 +386,14 @@ class SegmentStore:
 
     @staticmethod
     def new_id() -> str:
-        return f"{time.time_ns():x}-{secrets.token_hex(3)}"
+        return f"{time.time_ns():x}-p{os.getpid()}-{secrets.token_hex(3)}"
 
     def build(self, units: Iterable[tuple[str, Sequence[tuple[int, int]], Sequence[Sequence[str]]]],
               seg_id: str | None = None) -> Segment:
         """Write a new segment from ``(hash, spans, term lists)`` of units; returns it loaded.
         Units with no terms still count as covered by the segment."""
         seg_id = seg_id or self.new_id()
-        tmp = self.seg_dir / f".tmp-{seg_id}"
+        tmp = self.seg_dir / f"{TMP}{seg_id}"
         tmp.mkdir(parents=True)
         try:
             unit_list: list[str] = []
