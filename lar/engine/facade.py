@@ -20,10 +20,12 @@ from typing import Any, Iterable, Mapping, Sequence
 from lar.core.errors import (ConfigError, HitNotFoundError, LarError, ScopeError, StaleSpanError,
                      UnknownLayerError)
 from lar.core.layer import BaseLayer, LayerContext, ScopeView, Unit, as_layer, implements
+from lar.core import deadline
 from lar.core.config import EngineConfig
 from lar.core.request import DEFAULT_K, DEFAULT_RRF_C, DEFAULT_TIMEBOX, SearchRequest, as_request
 from lar.fusion.pipeline import FusionSettings
 from lar.fusion.policies import DEFAULT_POLICY
+from lar.engine import freshness
 from lar.engine.excerpts import EXCERPT_CHARS, make_excerpt, within_tokens
 from lar.engine.loop import LoopThread
 from lar.engine.orchestrator import orchestrate, run_order
@@ -187,7 +189,7 @@ class Engine(Recording):
         return self._last_scan
 
     def _detect(self, paths: Sequence[str]) -> dict[str, str | None]:
-        report = self.scanner.refresh(paths)
+        report = freshness.refresh(self.scanner, paths)  # within a search's deadline
         self._queue(report.changed_paths)
         return {p: report.current.get(p) for p in paths}
 
@@ -310,7 +312,14 @@ class Engine(Recording):
         return [n for n, _ in run_order([(n, self.layers[n]) for n in names])]
 
     async def _asearch(self, request: SearchRequest) -> Result:
+        """The search under its work limit: waits and abandoned work end at its deadline
+        (``lar.core.deadline``), change detection included (``lar.engine.freshness``)."""
         t_call = time.monotonic()
+        with deadline.work_limit(t_call + request.timebox), freshness.search_detection() as skips:
+            result = await self._search_within(request, t_call)
+        return replace(result, runs=freshness.annotate(result.runs, skips)) if skips else result
+
+    async def _search_within(self, request: SearchRequest, t_call: float) -> Result:
         settings = self.fusion_settings(request)
         chosen, skipped = self._select(request.query, request.layers, request.exclude)
         view = self.scope_view(request.scope)
@@ -608,7 +617,7 @@ class Engine(Recording):
         units of changed files are indexed at once (within ``inline_budget`` seconds)."""
         t0 = time.monotonic()
         if time.monotonic() - self._last_scan_at >= self.freshness:
-            await asyncio.to_thread(self.index_now)
+            await asyncio.to_thread(freshness.scan, self.index_now)
         changed = self.pending_changes()
         deadline = time.monotonic() + inline_budget
         built = 0
