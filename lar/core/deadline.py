@@ -19,11 +19,14 @@ import contextvars
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Optional, Sequence, Union
 
 from lar.core.errors import DeadlineExceeded
 
 __all__ = ["WorkLimit", "check", "current", "expired", "remaining", "work_limit"]
+
+
+Cancels = Union[threading.Event, Sequence[Optional[threading.Event]], None]
 
 
 @dataclass(frozen=True)
@@ -41,11 +44,13 @@ class WorkLimit:
             return float("inf")
         return max(0.0, self.deadline - time.monotonic())
 
-    def joined(self, deadline: float | None, cancel: threading.Event | None) -> "WorkLimit":
-        """This limit narrowed by ``deadline`` and ``cancel``."""
+    def joined(self, deadline: float | None, cancel: "Cancels" = None) -> "WorkLimit":
+        """This limit narrowed by ``deadline`` and ``cancel`` (an event or several)."""
         d = self.deadline if deadline is None else (
             deadline if self.deadline is None else min(self.deadline, deadline))
-        return WorkLimit(d, self.cancels + ((cancel,) if cancel is not None else ()))
+        more = () if cancel is None else (cancel,) if isinstance(cancel, threading.Event) \
+            else tuple(c for c in cancel if c is not None)
+        return WorkLimit(d, self.cancels + more)
 
 
 _LIMIT: contextvars.ContextVar[WorkLimit] = contextvars.ContextVar("lar_work_limit",
@@ -53,10 +58,9 @@ _LIMIT: contextvars.ContextVar[WorkLimit] = contextvars.ContextVar("lar_work_lim
 
 
 @contextlib.contextmanager
-def work_limit(deadline: float | None = None, cancel: threading.Event | None = None
-               ) -> Iterator[WorkLimit]:
-    """Run the block under ``deadline`` (monotonic seconds) and ``cancel`` (an event), narrowing
-    any limit already in force."""
+def work_limit(deadline: float | None = None, cancel: "Cancels" = None) -> Iterator[WorkLimit]:
+    """Run the block under ``deadline`` (monotonic seconds) and ``cancel`` (an event, or a
+    sequence of events: any one set ends the work), narrowing any limit already in force."""
     token = _LIMIT.set(_LIMIT.get().joined(deadline, cancel))
     try:
         yield _LIMIT.get()

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from lar.core.background import ScoreBackground
+from lar.core.errors import DeadlineExceeded
 from lar.core.scope import Scope
 from lar.core.types import Hit, LayerStatus, Span
 
@@ -328,6 +329,8 @@ class BaseLayer:
         failed that unit (the scheduler goes on with the next)."""
         try:
             asyncio.run(self.build([unit], threading.Event()))
+        except DeadlineExceeded:  # abandoned at the caller's deadline: still pending
+            raise
         except Exception:  # one bad unit never fails the build
             return "failed"
         return "ok"

@@ -25,7 +25,7 @@ from lar.core.config import EngineConfig
 from lar.core.request import DEFAULT_K, DEFAULT_RRF_C, DEFAULT_TIMEBOX, SearchRequest, as_request
 from lar.fusion.pipeline import FusionSettings
 from lar.fusion.policies import DEFAULT_POLICY
-from lar.engine import freshness
+from lar.engine import freshness, lifecycle
 from lar.engine.excerpts import EXCERPT_CHARS, make_excerpt, within_tokens
 from lar.engine.loop import LoopThread
 from lar.engine.orchestrator import orchestrate, run_order
@@ -151,6 +151,7 @@ class Engine(Recording):
         # the measured cost of fusion + enrichment after the layers, kept back from their deadline
         self.post_reserve = DeadlineReserve()
         self._init_recording(trace, session)
+        lifecycle.register(self)  # closed at interpreter exit if the caller does not
         if scan:
             self.index_now(initial=True)
         if background:
@@ -158,6 +159,7 @@ class Engine(Recording):
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
+        lifecycle.forget(self)
         self._close_recording()
         self.builder.stop_background()
         self.builder.cancel_spare.set()

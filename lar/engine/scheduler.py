@@ -28,6 +28,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+from lar.core.deadline import work_limit
+from lar.core.errors import DeadlineExceeded
 from lar.core.layer import BaseLayer, ScopeView, Unit
 
 if TYPE_CHECKING:
@@ -86,13 +88,22 @@ class Builder:
         view = self.ctx.scope_view(scope)
         return self.order(layer.pending(view.units()))
 
-    def build_unit(self, name: str, layer, unit: Unit) -> str:
-        """Build one unit and keep the layer's time per unit (what spare time plans with)."""
+    def build_unit(self, name: str, layer, unit: Unit, deadline: float | None = None,
+                   cancel=None) -> str:
+        """Build one unit under ``deadline`` and ``cancel`` (the work limit the encoders check
+        between batches, ``lar.core.deadline``) and keep the layer's time per unit (what spare
+        time plans with). Returns the unit's state, or "aborted" when it was abandoned at the
+        limit (it stays pending; its time so far is a lower bound of its cost)."""
         t0 = time.monotonic()
-        state = layer.build_one(unit)
+        try:
+            with work_limit(deadline, cancel):
+                state = layer.build_one(unit)
+        except DeadlineExceeded:
+            state = "aborted"
         dt = time.monotonic() - t0
         old = self.unit_seconds.get(name)
-        self.unit_seconds[name] = dt if old is None else 0.8 * old + 0.2 * dt
+        self.unit_seconds[name] = (dt if old is None else 0.8 * old + 0.2 * dt) \
+            if state != "aborted" else max(dt, old or 0.0)
         return state
 
     def loaded(self, name: str, layer) -> bool:
@@ -141,9 +152,10 @@ class Builder:
                     if not queues[name]:
                         del queues[name]
                     t = time.monotonic()
-                    self.build_unit(name, layer_of[name], unit)
+                    state = self.build_unit(name, layer_of[name], unit, deadline,
+                                            (cancel, self.cancel_spare))
                     spent[name] += time.monotonic() - t
-                    built += 1
+                    built += state != "aborted"
             self.built_in_spare_time += built
             return built
         finally:
@@ -177,7 +189,11 @@ class Builder:
                 if time.monotonic() >= deadline or cancel.is_set():
                     state = "aborted"
                     break
-                counts[self.build_unit(name, layer, u)] += 1
+                got = self.build_unit(name, layer, u, deadline, cancel)
+                if got == "aborted":  # the timebox ended inside this unit
+                    state = "aborted"
+                    break
+                counts[got] += 1
                 if progress is not None:
                     progress(name, i, len(todo))
             done = sum(counts.values())
@@ -197,7 +213,8 @@ class Builder:
         for u in layer.pending(units):
             if time.monotonic() >= deadline:
                 break
-            self.build_unit(layer.name, layer, u)
+            if self.build_unit(layer.name, layer, u, deadline) == "aborted":
+                break
             n += 1
         return n
 
@@ -240,5 +257,5 @@ class Builder:
                 self._wake.wait(timeout=2.0)
                 continue
             name, layer, unit = nxt
-            self.build_unit(name, layer, unit)
-            self.built_in_background += 1
+            if self.build_unit(name, layer, unit, cancel=self._stop) != "aborted":
+                self.built_in_background += 1

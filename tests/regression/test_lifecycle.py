@@ -15,7 +15,7 @@ import pytest
 
 import lar
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(lar.__file__).resolve().parents[1]  # the lar under test, for child processes
 
 
 def _child_env() -> dict[str, str]:
@@ -64,3 +64,87 @@ def test_a_search_never_waits_for_the_writer_lock_past_its_timebox(tmp_path):
         res = eng.search({"grep": "beta + 333"}, timebox=5)
         assert [h.path for h in res.hits] == ["f3.py"]
         assert not any("change detection skipped" in n for r in res.runs for n in r.notes)
+
+
+# -- item 14: aborted work stops at the deadline ----------------------------------------------
+@pytest.fixture
+def slow_layer():
+    from lar.core.registry import register_layer, unregister_layer
+
+    from lifecycle_fakes import ENCODER, SlowEncodingLayer
+
+    register_layer(SlowEncodingLayer, replace=True)
+    try:
+        yield ENCODER
+    finally:
+        unregister_layer("slowenc")
+
+
+@pytest.mark.slow
+def test_a_build_stops_at_its_timebox_inside_a_long_model_unit(tmp_path, slow_layer):
+    from lifecycle_fakes import slow_corpus
+
+    root = slow_corpus(tmp_path / "corpus", files=1, lines=100)  # one unit: 100 batches, 10 s
+    with lar.open(root, state=tmp_path / "state", spare_build=False) as eng:
+        t0 = time.monotonic()
+        report = eng.build(timebox=1.0, layers=["slowenc"])
+        wall = time.monotonic() - t0
+        assert wall < 3.0, f"build --timebox 1s took {wall:.1f} s"
+        rep = report["layers"]["slowenc"]
+        assert (rep["state"], rep["ok"], rep["failed"], rep["pending"]) == ("aborted", 0, 0, 1)
+        batches = slow_layer.batches
+        time.sleep(0.5)
+        assert slow_layer.batches == batches  # nothing is still encoding behind the caller's back
+        layer = eng.layers["slowenc"]
+        assert layer.built() == {}  # the abandoned unit is pending, not marked failed
+
+
+@pytest.mark.slow
+def test_a_search_with_a_tiny_timebox_lets_the_process_exit_promptly(tmp_path):
+    from lifecycle_fakes import slow_corpus
+
+    root = slow_corpus(tmp_path / "corpus", files=1, lines=100)
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import lar
+        from lifecycle_fakes import SlowEncodingLayer
+        lar.register_layer(SlowEncodingLayer)
+        with lar.open({str(root)!r}, state={str(tmp_path / 'state')!r}, spare_build=True) as eng:
+            res = eng.search({{"slowenc": "anything", "grep": "line"}}, timebox=0.5)
+            print("searched", round(res.elapsed, 2), flush=True)
+        print("closed", flush=True)
+        """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_child_env())
+    try:
+        first = proc.stdout.readline()
+        searched_at = time.monotonic()
+        out, err = proc.communicate(timeout=120)
+        exit_after = time.monotonic() - searched_at
+    finally:
+        proc.kill()
+    assert first.startswith("searched"), (first, err[-2000:])
+    assert proc.returncode == 0, err[-2000:]
+    # the search's layer thread (10 s of encoding) and its spare-time build (a 10 s unit) stop
+    # at the deadline: the process exits at once instead of finishing them
+    assert exit_after < 4.0, f"the process took {exit_after:.1f} s to exit after its search"
+
+
+# -- item 15: exit without close --------------------------------------------------------------
+@pytest.mark.slow
+def test_a_script_that_searches_and_exits_without_close_exits_cleanly(tmp_path):
+    root = _small_corpus(tmp_path / "corpus", n=40)
+    script = textwrap.dedent(f"""
+        import sys
+        import lar
+        eng = lar.open({str(root)!r}, state=sys.argv[1])
+        for q in ("alpha", "beta function", "return beta"):
+            eng.search(q, timebox=0.05, layers=["grep", "names", "trigram"])
+        print("searched", flush=True)
+        """)  # no eng.close(): the call log's writer is still tokenising at exit
+    for run in range(5):  # it aborted in about half the runs, on a fresh state each time
+        proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / f"state{run}")],
+                              capture_output=True, text=True, timeout=120, env=_child_env())
+        assert "FATAL" not in proc.stderr, proc.stderr[-2000:]
+        assert (proc.returncode, proc.stdout.strip()) == (0, "searched"), proc.stderr[-2000:]
