@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 from lar.core.deadline import work_limit
 from lar.core.errors import DeadlineExceeded
 from lar.core.layer import BaseLayer, ScopeView, Unit
+from lar.engine.share import BuildShare
 
 if TYPE_CHECKING:
     from lar.store.fileindex import FileIndex
@@ -59,6 +60,7 @@ class Builder:
         self.unit_seconds: dict[str, float] = {}  # per layer: moving average of one unit's build
         self._spare_lock = threading.Lock()
         self.cancel_spare = threading.Event()  # set when the engine closes
+        self.share = BuildShare()  # the background builder's share while searches run
 
     # -- what to build ----------------------------------------------------------------------
     def layers(self, names: Iterable[str] | None = None) -> list[tuple[str, Any]]:
@@ -246,8 +248,9 @@ class Builder:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            if not self.ctx.idle.wait(timeout=0.5):  # a search is running: yield to it
+            if not self.share.wait_turn(self.ctx.idle, self._stop):  # yield to searches, for a while
                 continue
+            t0 = time.monotonic()  # the builder's step: planning and the unit
             try:
                 nxt = self._next()
             except Exception:  # the engine is closing or the index is busy: try again later
@@ -259,3 +262,4 @@ class Builder:
             name, layer, unit = nxt
             if self.build_unit(name, layer, unit, cancel=self._stop) != "aborted":
                 self.built_in_background += 1
+            self.share.built(time.monotonic() - t0)

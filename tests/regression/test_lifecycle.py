@@ -148,3 +148,33 @@ def test_a_script_that_searches_and_exits_without_close_exits_cleanly(tmp_path):
                               capture_output=True, text=True, timeout=120, env=_child_env())
         assert "FATAL" not in proc.stderr, proc.stderr[-2000:]
         assert (proc.returncode, proc.stdout.strip()) == (0, "searched"), proc.stderr[-2000:]
+
+
+# -- item 18: the background build and a stream of searches -----------------------------------
+@pytest.mark.slow
+def test_the_background_build_keeps_a_share_while_searches_never_stop(tmp_path):
+    root = _small_corpus(tmp_path / "corpus", n=400)
+    with lar.open(root, state=tmp_path / "state", spare_build=False) as eng:
+        stop = threading.Event()
+        searches = []
+
+        def search_forever(i: int) -> None:
+            while not stop.is_set():
+                eng.search({"grep": f"alpha_{i}", "names": {"fuzzy": f"f{i}"}}, timebox=1.0)
+                searches.append(i)
+
+        threads = [threading.Thread(target=search_forever, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)  # the searches overlap: from now on one is always running
+        eng.start_background_build()
+        time.sleep(4.0)
+        built = eng.builder.built_in_background
+        stop.set()
+        for t in threads:
+            t.join(30)
+        eng.stop_background_build()
+    assert len(searches) > 8  # the searches kept going
+    # the builder got its share (a fifth of the time: about 20 units here; it built none
+    # before, waiting for an idle moment that never came)
+    assert built >= 5, f"the background builder built {built} units in 4 s of searches"
