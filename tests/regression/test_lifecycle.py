@@ -31,6 +31,53 @@ def _small_corpus(root: Path, n: int = 12) -> Path:
     return root
 
 
+# -- item 12: structural on a large file ------------------------------------------------------
+@pytest.mark.slow
+def test_structural_on_a_10_mb_file_returns_within_its_timebox(tmp_path):
+    root = tmp_path / "corpus"
+    root.mkdir()
+    line = "def f{0}(x):\n    return print(x + {0})\n"
+    parts, size, i = [], 0, 0
+    while size < 10_000_000:
+        parts.append(line.format(i))
+        size += len(parts[-1])
+        i += 1
+    (root / "a_big.py").write_text("".join(parts))  # first in path order
+    (root / "small.py").write_text("print(1)\n")
+    with lar.open(root, state=tmp_path / "state", spare_build=False) as eng:
+        t0 = time.monotonic()
+        res = eng.search({"structural": {"pattern": "print($A)", "lang": "python"}}, timebox=1.0)
+        wall = time.monotonic() - t0
+        run = res.run("structural")
+    assert wall < 5.0, f"the 1 s structural search took {wall:.1f} s"
+    # the small file was searched first; the big one's parse was cut off at the deadline
+    assert [h.path for h in res.hits] == ["small.py"]
+    assert run.state.value == "aborted" and "a_big.py" in run.reason, run
+
+
+def test_a_large_file_parsed_in_the_worker_gives_the_same_hits_as_in_process(tmp_path, monkeypatch):
+    import lar.layers.structural as structural
+
+    root = tmp_path / "corpus"
+    root.mkdir()
+    body = "".join(f"def g{i}(x):\n    return café(x, 'naïve {i}', [{i}])\n" for i in range(6000))
+    (root / "big.py").write_text(body, encoding="utf-8")  # ~330 KB, non-ASCII before each match
+    assert (root / "big.py").stat().st_size >= structural.PROCESS_BYTES
+    query = {"structural": {"pattern": "café($A, $$$REST)", "lang": "python"}}
+
+    def hits(state: str):
+        with lar.open(root, state=tmp_path / state, spare_build=False) as eng:
+            res = eng.search(query, timebox=60, k=5)
+            assert res.run("structural").state.value == "ran"
+            return [(h.id, h.evidence["structural"].sub_spans,
+                     eng.read_bytes(h.hash, (h.span.start, h.span.end))) for h in res.hits]
+
+    in_worker = hits("a")
+    monkeypatch.setattr(structural, "PROCESS_BYTES", 1 << 40)  # parse in this process
+    assert hits("b") == in_worker
+    assert in_worker[0][2] == "café(x, 'naïve 0', [0])".encode()
+
+
 # -- item 13: a search and the writer lock ----------------------------------------------------
 @pytest.mark.slow
 def test_a_search_never_waits_for_the_writer_lock_past_its_timebox(tmp_path):
