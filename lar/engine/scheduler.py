@@ -32,6 +32,7 @@ from lar.core.deadline import work_limit
 from lar.core.errors import DeadlineExceeded
 from lar.core.layer import BaseLayer, ScopeView, Unit
 from lar.engine.share import BuildShare
+from lar.engine.warmup import LOADING_REASON, load_within
 
 if TYPE_CHECKING:
     from lar.store.fileindex import FileIndex
@@ -185,6 +186,11 @@ class Builder:
             seq = self.ctx.index.max_seq()  # the cursor a complete pass may move to
             todo = self.plan(layer, scope)
             state = "ran"
+            if todo and not self.loaded(name, layer) and not load_within(layer, deadline):
+                report["layers"][name] = {"state": "aborted", **counts, "pending": len(todo),
+                                          "coverage": round(layer.coverage(view), 4),
+                                          "reason": LOADING_REASON}
+                continue
             if progress is not None:
                 progress(name, 0, len(todo))
             for i, u in enumerate(todo, 1):

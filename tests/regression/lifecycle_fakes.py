@@ -79,3 +79,23 @@ def slow_corpus(root, files: int = 2, lines: int = 100):
     for f in range(files):
         (root / f"doc{f}.txt").write_text("".join(f"line {i} of doc {f}\n" for i in range(lines)))
     return root
+
+
+class SlowLoadingLayer(SlowEncodingLayer):
+    """Like ``SlowEncodingLayer``, with a model whose load takes ``LOAD_SECONDS``."""
+
+    name = "slowload"
+    LOAD_SECONDS = 6.0
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.loaded = False
+
+    def warm(self) -> None:
+        if not self.loaded:
+            time.sleep(self.LOAD_SECONDS)
+            self.loaded = True
+
+    def index_unit(self, unit, doc):
+        self.warm()  # a model layer loads its model on first use
+        return super().index_unit(unit, doc)

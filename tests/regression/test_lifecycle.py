@@ -178,6 +178,45 @@ def test_a_search_with_a_tiny_timebox_lets_the_process_exit_promptly(tmp_path):
     assert exit_after < 4.0, f"the process took {exit_after:.1f} s to exit after its search"
 
 
+
+@pytest.mark.slow
+def test_a_build_returns_at_its_timebox_while_a_model_still_loads(tmp_path):
+    from lar.core.registry import register_layer, unregister_layer
+
+    from lifecycle_fakes import SlowLoadingLayer, slow_corpus
+
+    root = slow_corpus(tmp_path / "corpus", files=1, lines=5)
+    register_layer(SlowLoadingLayer, replace=True)
+    try:
+        with lar.open(root, state=tmp_path / "state", spare_build=False) as eng:
+            t0 = time.monotonic()
+            report = eng.build(timebox=1.0, layers=["slowload"])  # the load takes 6 s
+            wall = time.monotonic() - t0
+    finally:
+        unregister_layer("slowload")
+    assert wall < 3.0, f"build --timebox 1s took {wall:.1f} s while the model loaded"
+    rep = report["layers"]["slowload"]
+    assert (rep["state"], rep["pending"]) == ("aborted", 1)
+    assert "loading its model did not finish" in rep["reason"]
+
+
+@pytest.mark.slow
+def test_the_cli_exits_without_waiting_for_work_a_deadline_abandoned(tmp_path):
+    script = textwrap.dedent("""
+        import sys, threading, time
+        from lar.apps.exit import exit_promptly
+        threading.Thread(target=time.sleep, args=(30,)).start()  # abandoned, not a daemon
+        print("answered")
+        sys.exit(exit_promptly(3))
+        """)
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env=_child_env())
+    wall = time.monotonic() - t0
+    assert (proc.returncode, proc.stdout) == (3, "answered\n"), proc.stderr[-2000:]
+    assert wall < 15.0, f"the process took {wall:.1f} s to exit"
+
+
 # -- item 15: exit without close --------------------------------------------------------------
 @pytest.mark.slow
 def test_a_script_that_searches_and_exits_without_close_exits_cleanly(tmp_path):
