@@ -16,13 +16,15 @@ import time
 
 __all__ = ["GRACE_S", "busy_threads", "exit_promptly"]
 
-GRACE_S = 0.5  # how long busy worker threads get to finish before the process exits anyway
+GRACE_S = 0.3  # how long other threads get to finish before the process exits anyway
 
 
 def busy_threads() -> list[threading.Thread]:
-    """The threads the interpreter would wait for at exit (alive, not daemon, not this one)."""
+    """Every other thread still alive: the interpreter waits at exit for non-daemon threads and
+    for thread-pool workers (asyncio's ``to_thread`` included, though those are daemon threads),
+    and a daemon thread still in native code when the interpreter finalizes can abort it."""
     me = threading.current_thread()
-    return [t for t in threading.enumerate() if t is not me and t.is_alive() and not t.daemon
+    return [t for t in threading.enumerate() if t is not me and t.is_alive()
             and t is not threading.main_thread()]
 
 

@@ -203,9 +203,20 @@ def test_a_build_returns_at_its_timebox_while_a_model_still_loads(tmp_path):
 @pytest.mark.slow
 def test_the_cli_exits_without_waiting_for_work_a_deadline_abandoned(tmp_path):
     script = textwrap.dedent("""
-        import sys, threading, time
+        import asyncio, sys, threading, time
         from lar.apps.exit import exit_promptly
-        threading.Thread(target=time.sleep, args=(30,)).start()  # abandoned, not a daemon
+
+        async def abandon():  # a layer's thread cut off at the deadline (interpreter exit joins it)
+            try:
+                await asyncio.wait_for(asyncio.to_thread(time.sleep, 30), timeout=0.1)
+            except asyncio.TimeoutError:
+                pass
+
+        # run as lar runs its searches: on a loop in a daemon thread, whose workers are daemon
+        # threads too (the interpreter still joins them at exit)
+        loop = asyncio.new_event_loop()
+        threading.Thread(target=loop.run_forever, daemon=True).start()
+        asyncio.run_coroutine_threadsafe(abandon(), loop).result()
         print("answered")
         sys.exit(exit_promptly(3))
         """)
