@@ -55,6 +55,7 @@ def test_structural_on_a_10_mb_file_returns_within_its_timebox(tmp_path):
     assert run.state.value == "aborted" and "a_big.py" in run.reason, run
 
 
+@pytest.mark.slow
 def test_a_large_file_parsed_in_the_worker_gives_the_same_hits_as_in_process(tmp_path, monkeypatch):
     import lar.layers.structural as structural
 
