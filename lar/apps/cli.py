@@ -253,5 +253,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def entry() -> None:  # pragma: no cover - the console script
+    """``lar``: run the command, then exit without waiting for work a deadline abandoned."""
+    from lar.apps.exit import exit_promptly
+
+    sys.exit(exit_promptly(main()))
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()

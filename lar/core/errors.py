@@ -65,6 +65,11 @@ class StateLockedError(LarError, TimeoutError):
     """Another process holds the state directory's writer lock."""
 
 
+class DeadlineExceeded(LarError, TimeoutError):
+    """Work done for a call (a unit's encoding, a build step) passed the call's deadline and was
+    abandoned (``lar.core.deadline``): nothing of it was stored; a later call redoes it."""
+
+
 class CorruptStateError(LarError):
     """A state file (index database, sidecar, manifest) failed its integrity check."""
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from lar.core.budget import Budget, LayerReport
+from lar.core.errors import DeadlineExceeded
 from lar.core.scope import Scope
 from lar.core.types import Hit, LayerStatus, Span
 
@@ -228,6 +229,8 @@ class BaseLayer:
         failed that unit (the scheduler goes on with the next)."""
         try:
             asyncio.run(self.build([unit], threading.Event()))
+        except DeadlineExceeded:  # abandoned at the caller's deadline: still pending
+            raise
         except Exception:  # one bad unit never fails the build
             return "failed"
         return "ok"

@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable, Iterable, Sequence
 
 from lar.core.layer import BaseLayer, Unit
+from lar.engine import freshness
 from lar.store import FileIndex
 from lar.store.scanner import Scanner
 
@@ -44,7 +45,8 @@ class ChangeTracker:
 
     def detect(self, paths: Sequence[str]) -> dict[str, str | None]:
         """Stat-check ``paths`` now: {path: current hash, or None when gone}; changes are queued."""
-        report = self.index.recovering(lambda: self.scanner.refresh(paths))
+        # within a search's deadline (lar.engine.freshness); a damaged index is repaired
+        report = self.index.recovering(lambda: freshness.refresh(self.scanner, paths))
         self.queue(report.changed_paths)
         return {p: report.current.get(p) for p in paths}
 

@@ -17,11 +17,12 @@ from typing import Any, Mapping, Sequence
 
 from lar.core.errors import ConfigError, LarError, ScopeError, UnknownLayerError
 from lar.core.layer import BaseLayer, LayerContext, ScopeView, Unit, as_layer, implements
+from lar.core import deadline
 from lar.core.config import EngineConfig
 from lar.core.request import DEFAULT_K, DEFAULT_RRF_C, DEFAULT_TIMEBOX, SearchRequest, as_request
 from lar.fusion.pipeline import FusionSettings
 from lar.fusion.policies import DEFAULT_POLICY
-from lar.engine import currency
+from lar.engine import currency, freshness, lifecycle
 from lar.engine.changes import ChangeTracker
 from lar.engine.enrichment import Enricher
 from lar.engine.excerpts import within_tokens
@@ -93,6 +94,7 @@ class Engine(Recording):
         self._open_state()
         self.spare = SpareBuild(lambda: self.builder)
         self._init_recording(trace, session)
+        lifecycle.register(self)  # closed at interpreter exit if the caller does not
         if scan:
             self.index_now(initial=True)
         if background:
@@ -153,6 +155,7 @@ class Engine(Recording):
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
+        lifecycle.forget(self)
         self._close_recording()
         self.builder.stop_background()
         self.spare.close()
@@ -273,7 +276,14 @@ class Engine(Recording):
         return [n for n, _ in run_order([(n, self.layers[n]) for n in names])]
 
     async def _asearch(self, request: SearchRequest) -> Result:
+        """The search under its work limit: waits and abandoned work end at its deadline
+        (``lar.core.deadline``), change detection included (``lar.engine.freshness``)."""
         t_call = time.monotonic()
+        with deadline.work_limit(t_call + request.timebox), freshness.search_detection() as skips:
+            result = await self._search_within(request, t_call)
+        return replace(result, runs=freshness.annotate(result.runs, skips)) if skips else result
+
+    async def _search_within(self, request: SearchRequest, t_call: float) -> Result:
         self._check_state()
         settings = self.fusion_settings(request)
         chosen, skipped = select_layers(self.layers, request.query, request.layers, request.exclude)
@@ -410,13 +420,13 @@ class Engine(Recording):
         units of changed files are indexed at once (within ``inline_budget`` seconds)."""
         t0 = time.monotonic()
         if self.changes.scan_age() >= self.freshness:
-            await asyncio.to_thread(self.index_now)
+            await asyncio.to_thread(freshness.scan, self.index_now)
         changed = self.pending_changes()
-        deadline = time.monotonic() + inline_budget
+        until = time.monotonic() + inline_budget
         built = 0
         for name in names:
             layer = self.layers[name]
-            built += await asyncio.to_thread(self.builder.build_changed, layer, changed, deadline)
+            built += await asyncio.to_thread(self.builder.build_changed, layer, changed, until)
         self.changes.prune(list(self.layers.values()))
         return {"stat_pass_s": time.monotonic() - t0, "inline_built": built}
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
+from lar.core import deadline
 from lar.core.errors import CorruptStateError, HitNotFoundError, StateLockedError
 from lar.store.pathkeys import display_path, key_path, path_key
 from lar.core.sqlite_repair import SqliteFile
@@ -164,8 +165,16 @@ class FileIndex:
     # -- the single writer ------------------------------------------------------------------
     @contextlib.contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
-        """Hold the cross-process writer lock and one IMMEDIATE transaction."""
-        with self._write_mutex:
+        """Hold the cross-process writer lock and one IMMEDIATE transaction. Waiting for the
+        lock lasts ``lock_timeout`` at most, and never past the work limit in force
+        (``lar.core.deadline``: a search's deadline), then ``StateLockedError``."""
+        bounded = deadline.current().deadline is not None or deadline.current().cancels
+        if not self._write_mutex.acquire(timeout=deadline.remaining(self.lock_timeout)
+                                         if bounded else -1):
+            raise StateLockedError(
+                f"another thread of this process is writing the lar index in {self.state_dir} "
+                "(it waits for another process's writer lock); try again when it is done")
+        try:
             outer = self._write_depth == 0
             if outer:
                 self._acquire_flock()
@@ -188,22 +197,25 @@ class FileIndex:
                 self._write_depth -= 1
                 if outer:
                     self._release_flock()
+        finally:
+            self._write_mutex.release()
 
     def _acquire_flock(self) -> None:
         fh = open(self.lock_path, "a+")
-        deadline = time.monotonic() + self.lock_timeout
+        wait = deadline.remaining(self.lock_timeout)
+        until = time.monotonic() + wait
         while True:
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= until:
                     fh.seek(0)
                     holder = fh.read().strip() or "unknown"
                     fh.close()
                     raise StateLockedError(
                         f"another process (pid {holder}) is writing the lar index in "
-                        f"{self.state_dir}; waited {self.lock_timeout:.1f}s. Wait for it to "
+                        f"{self.state_dir}; waited {wait:.1f}s. Wait for it to "
                         "finish, or open the engine with another state dir"
                     ) from None
                 time.sleep(0.02)
