@@ -36,6 +36,7 @@ from lar.store import ContentStore, FileIndex, UnitReader
 from lar.store.reader import decode_span, expand_to_lines, line_range
 from lar.store.extract import DERIVED_KINDS, kind_for, versions_fingerprint
 from lar.store.scanner import DEFAULT_MAX_BYTES, Scanner
+from lar.store.watch import FolderWatch
 from lar.core.timebox import DeadlineReserve, parse_duration
 from lar.core.types import Hit, LayerRun, RunState, Span, parse_hit_id
 
@@ -149,6 +150,7 @@ class Engine(Recording):
         # the measured cost of fusion + enrichment after the layers, kept back from their deadline
         self.post_reserve = DeadlineReserve()
         self._init_recording(trace, session)
+        self.watch = FolderWatch(self.root)  # the change token that spares searches the stat pass
         if scan:
             self.index_now(initial=True)
         if background:
@@ -157,6 +159,7 @@ class Engine(Recording):
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
         self._close_recording()
+        self.watch.close()
         self.builder.stop_background()
         self.builder.cancel_spare.set()
         self._spare_pool.shutdown(wait=True)
@@ -179,7 +182,9 @@ class Engine(Recording):
     def index_now(self, initial: bool = False) -> dict[str, Any]:
         """Full scan: bring the file index in line with the folder. Returns the scan report.
         Changes found after the first scan are queued for building layers with high priority."""
+        self.watch.begin()
         report = self.scanner.scan()
+        self.watch.arm(report.paths)
         if not initial:
             self._queue(report.changed_paths)
         self._last_scan = report.to_dict()
@@ -607,7 +612,7 @@ class Engine(Recording):
         """Shared change detection for building layers: a stat pass over the folder, then the
         units of changed files are indexed at once (within ``inline_budget`` seconds)."""
         t0 = time.monotonic()
-        if time.monotonic() - self._last_scan_at >= self.freshness:
+        if time.monotonic() - self._last_scan_at >= self.freshness and self.watch.stale():
             await asyncio.to_thread(self.index_now)
         changed = self.pending_changes()
         deadline = time.monotonic() + inline_budget
