@@ -417,20 +417,24 @@ class Engine(Recording):
         a hit whose unit is gone, changed or out of ``scope`` is left out (what a search
         returns of its fused hits)."""
         sc = scope if isinstance(scope, Scope) or scope is None else Scope.parse(scope)
-        out = (self._enrich(h, sc) for h in hits)
+        known = self.index.paths_for_hashes(h.hash for h in hits)  # one query, not two a hit
+        out = (self._enrich(h, sc, known[h.hash]) for h in hits)
         return [h for h in out if h is not None]
 
-    def _enrich(self, hit: Hit, scope: Scope | None = None) -> Hit | None:
-        """Fill paths, lines and excerpt from the current state of the unit."""
+    def _enrich(self, hit: Hit, scope: Scope | None = None, current: list[str] | None = None) -> Hit | None:
+        """Fill paths, lines and excerpt from the current state of the unit (``current``: its
+        live paths, when the caller looked them up)."""
         from dataclasses import replace
 
+        if current is None:
+            current = self.index.paths_for_hash(hit.hash)
         try:
-            data = self.reader.unit_text(hit.hash)
+            data = self.reader.unit_text(hit.hash, current[0] if current else None)
         except (HitNotFoundError, StaleSpanError):
             return None
         if hit.span.end > len(data):
             return None
-        paths = tuple(self.index.paths_for_hash(hit.hash)) or hit.paths
+        paths = tuple(current) or hit.paths
         if scope is not None and not scope.is_everything:
             paths = tuple(p for p in paths if scope.matches(p, hit.hash))
             if not paths:
