@@ -621,7 +621,7 @@ class Engine(Recording):
         changed = self.pending_changes()
         deadline = time.monotonic() + inline_budget
         built = 0
-        for name in names:
+        for name in names if changed else ():  # nothing changed: no thread hop per layer
             layer = self.layers[name]
             built += await asyncio.to_thread(self.builder.build_changed, layer, changed, deadline)
         self._prune_changes()
