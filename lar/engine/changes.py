@@ -17,17 +17,19 @@ from lar.core.layer import BaseLayer, Unit
 from lar.engine import freshness
 from lar.store import FileIndex
 from lar.store.scanner import Scanner
+from lar.store.watch import FolderWatch
 
 
 class ChangeTracker:
     """The scan state of one engine: the last full scan's report, and the queue of changed paths."""
 
     def __init__(self, scanner: Scanner, index: FileIndex, refresh_interval: float,
-                 submit: Callable[..., concurrent.futures.Future]):
+                 submit: Callable[..., concurrent.futures.Future], watch: FolderWatch):
         self.scanner = scanner
         self.index = index
         self.refresh_interval = float(refresh_interval)
         self._submit = submit  # runs a background scan (the engine's background executor)
+        self.watch = watch  # told when a full scan starts and what it listed
         self._changed: list[str] = []
         self._lock = threading.Lock()
         self.last_scan: dict[str, Any] = {}
@@ -36,7 +38,9 @@ class ChangeTracker:
 
     def scan(self, initial: bool = False) -> dict[str, Any]:
         """Full scan. Returns its report; changes found after the first scan are queued."""
+        self.watch.begin()
         report = self.index.recovering(self.scanner.scan)
+        self.watch.arm(report.paths)
         if not initial:
             self.queue(report.changed_paths)
         self.last_scan = report.to_dict()

@@ -28,18 +28,23 @@ class Enricher:
     def enrich(self, hits: Sequence[Hit], scope: Any = None) -> list[Hit]:
         """``hits`` with paths, lines and excerpt filled; those no longer current are left out."""
         sc = scope if isinstance(scope, Scope) or scope is None else Scope.parse(scope)
-        out = (self.enrich_one(h, sc) for h in hits)
+        known = self.index.paths_for_hashes(h.hash for h in hits)  # one query, not two a hit
+        out = (self.enrich_one(h, sc, known[h.hash]) for h in hits)
         return [h for h in out if h is not None]
 
-    def enrich_one(self, hit: Hit, scope: Scope | None = None) -> Hit | None:
-        """One hit filled from the current state of its unit, or None when it is not current."""
+    def enrich_one(self, hit: Hit, scope: Scope | None = None,
+                   current: list[str] | None = None) -> Hit | None:
+        """One hit filled from the current state of its unit, or None when it is not current
+        (``current``: its live paths, when the caller looked them up)."""
+        if current is None:
+            current = self.index.paths_for_hash(hit.hash)
         try:
-            data = self.reader.unit_text(hit.hash)
+            data = self.reader.unit_text(hit.hash, current[0] if current else None)
         except (HitNotFoundError, StaleSpanError):
             return None
         if hit.span.end > len(data):
             return None
-        paths = tuple(self.index.paths_for_hash(hit.hash)) or hit.paths
+        paths = tuple(current) or hit.paths
         if scope is not None and not scope.is_everything:
             paths = tuple(p for p in paths if scope.matches(p, hit.hash))
             if not paths:

@@ -40,6 +40,7 @@ from lar.core.scope import Scope
 from lar.store import ContentStore, FileIndex, UnitReader
 from lar.store.extract import versions_fingerprint
 from lar.store.scanner import DEFAULT_MAX_BYTES, Scanner
+from lar.store.watch import FolderWatch
 from lar.core.timebox import DeadlineReserve, parse_duration
 from lar.core.types import Hit
 
@@ -91,6 +92,7 @@ class Engine(Recording):
         self.post_reserve = DeadlineReserve()
         self._factories, self._lock_timeout = factories, lock_timeout
         self._state_lock = threading.Lock()
+        self.watch = FolderWatch(self.root)  # the change token that spares searches the stat pass
         self._open_state()
         self.spare = SpareBuild(lambda: self.builder)
         self._init_recording(trace, session)
@@ -118,7 +120,8 @@ class Engine(Recording):
         except ValueError:
             pass
         self.scanner = Scanner(self.root, self.index, max_bytes=self.max_bytes, exclude=excludes)
-        self.changes = ChangeTracker(self.scanner, self.index, self.refresh_interval, self._bg.submit)
+        self.changes = ChangeTracker(self.scanner, self.index, self.refresh_interval, self._bg.submit,
+                                     self.watch)
         self._units_cache: tuple[int, list[Unit]] | None = None
         self.ctx = LayerContext(root=self.root, state_dir=self.state_dir, index=self.index,
                                 reader=self.reader, config=dict(self.config.raw), detect=self.changes.detect,
@@ -157,6 +160,7 @@ class Engine(Recording):
     def close(self) -> None:
         lifecycle.forget(self)
         self._close_recording()
+        self.watch.close()
         self.builder.stop_background()
         self.spare.close()
         self._bg.shutdown(wait=True)
@@ -419,12 +423,12 @@ class Engine(Recording):
         """Shared change detection for building layers: a stat pass over the folder, then the
         units of changed files are indexed at once (within ``inline_budget`` seconds)."""
         t0 = time.monotonic()
-        if self.changes.scan_age() >= self.freshness:
+        if self.changes.scan_age() >= self.freshness and self.watch.stale():
             await asyncio.to_thread(freshness.scan, self.index_now)
         changed = self.pending_changes()
         until = time.monotonic() + inline_budget
         built = 0
-        for name in names:
+        for name in names if changed else ():  # nothing changed: no thread hop per layer
             layer = self.layers[name]
             built += await asyncio.to_thread(self.builder.build_changed, layer, changed, until)
         self.changes.prune(list(self.layers.values()))

@@ -83,11 +83,13 @@ def weigh(lists, model, partial, backgrounds):
     """Probes, background fits and weights of ``lists`` (``{route: [(key, score), ...]}``
     distinct keys, best first), and the live routes as ``(route, weight, values, floor)``."""
     probes, fits = probe_runs(lists)
-    values = route_values(lists, fits, model.norm, backgrounds)
     weights = {r: model.weights_for(r).weight(probes[r]) for r in lists}
     for r, f in partial_factors(lists, partial).items():  # on the lists it fuses (units or places)
         weights[r] *= f
         probes[r] = replace(probes[r], partial_factor=f)
+    # each route's values depend on its own list only: a route weighted 0 needs none
+    values = route_values({r: items for r, items in lists.items() if weights[r] > 0}, fits,
+                          model.norm, backgrounds)
     live = [(r, weights[r], *values[r]) for r in lists if weights[r] > 0 and r in values]
     return probes, fits, weights, live
 

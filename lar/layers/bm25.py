@@ -29,6 +29,7 @@ from lar.core.background import ScoreMoments
 from lar.core.building import BuildingLayer, SkipUnit
 from lar.layers.kits.chunking import CHUNKER_VERSION
 from lar.core.errors import ConfigError, QueryError
+from lar.core.fasthit import layer_hit
 from lar.core.layer import Budget, LayerContext, ScopeView, Unit
 from lar.layers.kits.lexical.chunks import CODE_CHUNKER_VERSION, Highlighter, UnitStore, chunk_spans
 from lar.layers.kits.lexical.index import missing_dependency, SegmentedIndex
@@ -194,6 +195,7 @@ class BM25Layer(SegmentedLayer):
         marker = Highlighter(*self.tokenizer.surface(text))
         texts: dict[str, bytes | None] = {}
         hits: list[Hit] = []
+        kind = self.score_kind
         for score, h, s, e in results:
             if budget.expired():
                 budget.mark_partial()
@@ -207,7 +209,7 @@ class BM25Layer(SegmentedLayer):
             if data is None or e > len(data):
                 continue
             subs = marker.find(data, s, e) if len(hits) < SUBSPAN_HITS else []
-            hits.append(Hit.single(self.name, Span(h, s, e), rank=len(hits) + 1, score=score,
-                                   score_kind=self.score_kind, query=text, sub_spans=subs))
+            hits.append(layer_hit(self.name, Span(h, s, e), rank=len(hits) + 1, score=score,
+                                  score_kind=kind, query=text, sub_spans=subs))
         budget.offer(hits)
         return hits

@@ -362,6 +362,22 @@ class FileIndex:
         return [r[0] for r in rows]
 
     @_recovering
+    def paths_for_hashes(self, hashes) -> dict[str, list[str]]:
+        """:meth:`paths_for_hash` of many hashes in one query: ``{hash: [path, ...]}`` (sorted
+        paths; a hash with no live path maps to ``[]``)."""
+        want = list(dict.fromkeys(hashes))
+        out: dict[str, list[str]] = {h: [] for h in want}
+        conn = self._conn()
+        for i in range(0, len(want), 500):  # well under SQLite's bound-parameter limit
+            part = want[i:i + 500]
+            rows = conn.execute(
+                f"SELECT hash, path FROM files WHERE deleted=0 AND hash IN ({','.join('?' * len(part))}) "
+                "ORDER BY path", part).fetchall()
+            for h, path in rows:
+                out[h].append(path)
+        return out
+
+    @_recovering
     def known_hash(self, h: str) -> bool:
         return self._conn().execute("SELECT 1 FROM history WHERE hash=? LIMIT 1", (h,)).fetchone() is not None
 

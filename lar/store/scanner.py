@@ -38,6 +38,7 @@ class ScanReport:
     hashed_bytes: int = 0
     current: dict = field(default_factory=dict)
     elapsed: float = 0.0
+    paths: list[str] = field(default_factory=list)  # what a full scan listed (not in to_dict)
 
     @property
     def changed_paths(self) -> list[str]:
@@ -136,6 +137,7 @@ class Scanner:
         report = ScanReport()
         listing = list_root(self.root, self.exclude)
         report.listed = len(listing.paths)
+        report.paths = list(listing.paths)
         known = self.index.all_paths()
         skipped = self.index.skipped_stats()
         seen = set()
