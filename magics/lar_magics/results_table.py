@@ -87,12 +87,12 @@ def table_html(result) -> str:
 
 def grid(frame, caption: str = ""):
     """A sortable, filterable data grid of a polars (or pandas) frame: itables' ``ITable``
-    widget with a search box and one filter box per column; no paging below 200 rows."""
+    widget with a search box and one filter box under each column; no paging below 200 rows."""
     require("itables", "notebook")
     widget_mod = require("itables.widget", "notebook")
     height = getattr(frame, "height", None) or len(frame)
-    opts: dict[str, Any] = {"layout": dict(GRID_LAYOUT), "column_filters": "header",
-                            "classes": "display compact", "order": []}
+    opts: dict[str, Any] = {"layout": dict(GRID_LAYOUT), "column_filters": "footer",
+                            "classes": "display compact", "order": [], "autoWidth": False, "scrollX": True}
     if height <= 200:
         opts["paging"] = False
     table = widget_mod.ITable(frame, caption=caption, **opts)

@@ -89,8 +89,9 @@ def test_widgets_render_sort_filter_and_keep_their_shape(tmp_path):
                                           state="visible", timeout=60_000)
             assert grid is not None
             results = page.query_selector(".lar-results")
-            heads = [h.inner_text().strip() for h in
-                     results.query_selector_all(".lar-grid thead tr:first-child th")]
+            (tmp_path / "grid.html").write_text(results.query_selector(".lar-grid").inner_html())
+            heads = [t for t in (h.inner_text().strip() for h in
+                                 results.query_selector_all(".lar-grid thead th")) if t]
             assert heads[:3] == ["rank", "score", "hit"] and "grep rank" in heads, heads
             assert "bm25 score" in heads, heads
             rows = results.query_selector_all(".lar-grid tbody tr")
@@ -100,21 +101,32 @@ def test_widgets_render_sort_filter_and_keep_their_shape(tmp_path):
             page.wait_for_timeout(300)
             results.screenshot(path=str(tmp_path / "widget-results-table.png"))
             saved["results-table"] = tmp_path / "widget-results-table.png"
-            # sort: clicking the rank header twice orders it descending
-            rank_th = results.query_selector(".lar-grid thead tr:first-child th")
-            rank_th.click()
-            page.wait_for_timeout(300)
-            rank_th.click()
+            # sort: the rank header's sort button, clicked twice, orders it descending
+            rank_th = next(h for h in results.query_selector_all(".lar-grid thead th")
+                           if h.inner_text().strip() == "rank")
+            rank_th.query_selector(".dt-column-order").click()
             page.wait_for_timeout(500)
+            rank_th.query_selector(".dt-column-order").click()
+            page.wait_for_timeout(800)
             ranks = [int(r.query_selector("td").inner_text())
                      for r in results.query_selector_all(".lar-grid tbody tr")]
             assert ranks == list(range(n, 0, -1)), ranks
             # filter: the search box keeps the rows that mention 'alpha'
             box = results.query_selector(".lar-grid .dt-search input")
-            box.fill("alpha")
-            page.wait_for_timeout(800)
+            box.fill("glossary")
+            page.wait_for_timeout(1500)
             kept = [r.inner_text() for r in results.query_selector_all(".lar-grid tbody tr")]
-            assert kept and all("alpha" in t for t in kept) and len(kept) < n, kept
+            info = results.query_selector(".dt-info").inner_text()
+            results.screenshot(path=str(tmp_path / "widget-results-filtered.png"))
+            assert kept and all("glossary" in t for t in kept) and len(kept) < n, (kept, info)
+            box.fill("")
+            # a column's own filter box (under the 'hit' column) keeps the rows of beta's file
+            filters = results.query_selector_all(".lar-grid tfoot input")
+            assert [f.get_attribute("placeholder") for f in filters][:3] == ["rank", "score", "hit"]
+            filters[2].fill("beta")
+            page.wait_for_timeout(1500)
+            kept = [r.inner_text() for r in results.query_selector_all(".lar-grid tbody tr")]
+            assert kept and all("beta/notes/index.md" in t for t in kept), kept
 
             # -- status: every bar has the same width, the long note wraps beside it ---------
             status = page.query_selector(".lar-status")

@@ -61,7 +61,7 @@ def test_results_grid_is_sortable_and_filterable():
 
     g = results_table.results_grid(known_result())
     args = g._dt_args
-    assert args["column_filters"] == "header" and args["layout"]["topEnd"] == "search"
+    assert args["column_filters"] == "footer" and args["layout"]["topEnd"] == "search"
     assert args["paging"] is False and args["order"] == []  # every row shown, lar's order first
     assert g.caption == "score: fused, on the rrf scale"
     rows = json.loads(args["data_json"])
