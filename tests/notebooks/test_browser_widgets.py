@@ -60,6 +60,12 @@ CELLS = [
 ]
 
 
+def visible_rows(el) -> list[str]:
+    """The grid's rows as shown (DataTables keeps detached and sizing rows in the DOM too)."""
+    body = el.query_selector(".lar-grid .dt-scroll-body tbody") or el.query_selector(".lar-grid tbody")
+    return [line for line in body.inner_text().splitlines() if line.strip()]
+
+
 def notebook(shots) -> dict:
     return shots.notebook_json([("code", SETUP)] + [("code", c) for c in CELLS])
 
@@ -94,9 +100,9 @@ def test_widgets_render_sort_filter_and_keep_their_shape(tmp_path):
                                  results.query_selector_all(".lar-grid thead th")) if t]
             assert heads[:3] == ["rank", "score", "hit"] and "grep rank" in heads, heads
             assert "bm25 score" in heads, heads
-            rows = results.query_selector_all(".lar-grid tbody tr")
+            rows = visible_rows(results)
             n = len(rows)
-            ranks = [int(r.query_selector("td").inner_text()) for r in rows]
+            ranks = [int(r.split("\t")[0]) for r in rows]
             assert ranks == list(range(1, n + 1)) and n >= 3
             page.wait_for_timeout(300)
             results.screenshot(path=str(tmp_path / "widget-results-table.png"))
@@ -108,25 +114,29 @@ def test_widgets_render_sort_filter_and_keep_their_shape(tmp_path):
             page.wait_for_timeout(500)
             rank_th.query_selector(".dt-column-order").click()
             page.wait_for_timeout(800)
-            ranks = [int(r.query_selector("td").inner_text())
-                     for r in results.query_selector_all(".lar-grid tbody tr")]
+            ranks = [int(r.split("\t")[0]) for r in visible_rows(results)]
             assert ranks == list(range(n, 0, -1)), ranks
-            # filter: the search box keeps the rows that mention 'alpha'
+            # filter: the search box keeps the rows that mention 'glossary'
             box = results.query_selector(".lar-grid .dt-search input")
             box.fill("glossary")
             page.wait_for_timeout(1500)
-            kept = [r.inner_text() for r in results.query_selector_all(".lar-grid tbody tr")]
+            kept = visible_rows(results)
             info = results.query_selector(".dt-info").inner_text()
             results.screenshot(path=str(tmp_path / "widget-results-filtered.png"))
             assert kept and all("glossary" in t for t in kept) and len(kept) < n, (kept, info)
+            assert info.startswith(f"Showing 1 to {len(kept)} of {len(kept)} entr"), info
             box.fill("")
             # a column's own filter box (under the 'hit' column) keeps the rows of beta's file
-            filters = results.query_selector_all(".lar-grid tfoot input")
+            page.wait_for_timeout(1000)
+            filters = [f for f in results.query_selector_all(".lar-grid tfoot input") if f.is_visible()]
             assert [f.get_attribute("placeholder") for f in filters][:3] == ["rank", "score", "hit"]
             filters[2].fill("beta")
             page.wait_for_timeout(1500)
-            kept = [r.inner_text() for r in results.query_selector_all(".lar-grid tbody tr")]
-            assert kept and all("beta/notes/index.md" in t for t in kept), kept
+            kept = visible_rows(results)
+            info = results.query_selector(".dt-info").inner_text()
+            results.screenshot(path=str(tmp_path / "widget-results-column-filter.png"))
+            assert info.startswith("Showing 1 to 1 of 1 entry"), (info, kept)
+            assert len(kept) == 1 and "beta/notes/index.md" in kept[0], kept
 
             # -- status: every bar has the same width, the long note wraps beside it ---------
             status = page.query_selector(".lar-status")
