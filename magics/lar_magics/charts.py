@@ -125,7 +125,8 @@ def anytime_chart(stages):
             tooltip=["timebox_ms:Q", "elapsed_ms:Q", "metric:N", "value:Q", "hits:Q"],
         ).properties(title="quality as the timebox grows", width=320)
     return alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
-        x=x, y=alt.Y("rank:Q", scale=alt.Scale(reverse=True, zero=False), title="rank"),
+        x=x, y=alt.Y("rank:Q", scale=alt.Scale(reverse=True, zero=False), title="rank",
+                     axis=alt.Axis(tickMinStep=1, format="d")),
         color=alt.Color("label:N", title="hit", legend=alt.Legend(labelLimit=0)),
         tooltip=["hit:N", "rank:Q", "timebox_ms:Q", "elapsed_ms:Q", "new:N"],
     ).properties(title="each hit's rank as the timebox grows", width=320)

@@ -82,7 +82,9 @@ class StatusView(widgets.VBox):
             bar.bar_style = "success" if l.coverage >= 0.9995 else "info"
             units = f" ({l.built_units}/{l.units} units)" if l.units else ""
             count.value = f"{l.coverage:.0%}{units}"
-            note.value = f"<span style='color:#555'>{html.escape(l.notes)}</span>" if l.notes else ""
+            note.value = (f"<div class='lar-note-text' style='color:#555;line-height:1.35;"
+                          f"font-size:12px;padding-top:5px'>{html.escape(l.notes)}</div>"
+                          if l.notes else "")
             old = self._versions.get(l.name)
             if old is not None and old != l.version:
                 self.notes.append(f"layer {l.name} was rebuilt: version {old} -> {l.version}")

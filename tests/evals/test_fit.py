@@ -319,7 +319,7 @@ def test_run_fit_reports_progress_per_step():
     assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
 
 
-def test_fit_command_shows_a_progress_bar(capsys):
+def test_fit_command_shows_a_progress_bar():
     import io
 
     from lar_evals.progress import Bars

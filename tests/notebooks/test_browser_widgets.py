@@ -31,8 +31,8 @@ from lar.apps.demo import data_dir
 work = Path(tempfile.mkdtemp(prefix="lar-widgets-"))
 shutil.copytree(data_dir() / "prose", work / "corpus")
 for team in ("alpha", "beta"):  # two files of one name: the fusion chart must tell them apart
-    (work / "corpus" / team / "notes").mkdir(parents=True)
-    (work / "corpus" / team / "notes" / "index.md").write_text(
+    (work / "corpus" / "teams" / team / "notes").mkdir(parents=True)
+    (work / "corpus" / "teams" / team / "notes" / "index.md").write_text(
         f"# {team}\\n\\nRaw data of team {team}: keep the raw data read-only.\\n")
 eng = lar.open(work / "corpus", state=work / "state")
 eng.build(timebox=60, layers=["bm25", "trigram"])
@@ -128,9 +128,11 @@ def test_widgets_render_sort_filter_and_keep_their_shape(tmp_path):
             box.fill("")
             # a column's own filter box (under the 'hit' column) keeps the rows of beta's file
             page.wait_for_timeout(1000)
-            filters = [f for f in results.query_selector_all(".lar-grid tfoot input") if f.is_visible()]
+            foot = results.query_selector(".lar-grid .dt-scroll-foot") or results
+            filters = foot.query_selector_all("tfoot input")
             assert [f.get_attribute("placeholder") for f in filters][:3] == ["rank", "score", "hit"]
-            filters[2].fill("beta")
+            filters[2].click()
+            filters[2].type("beta")  # typed key by key: the column filters listen to key presses
             page.wait_for_timeout(1500)
             kept = visible_rows(results)
             info = results.query_selector(".dt-info").inner_text()
@@ -153,9 +155,10 @@ def test_widgets_render_sort_filter_and_keep_their_shape(tmp_path):
             # -- fusion chart: rows labelled by the path suffix that tells them apart --------
             fusion = page.query_selector(".lar-fusion-svg")
             labels = [t.text_content() for t in fusion.query_selector_all("svg text")]
-            assert "…/alpha/notes/index.md:1-3" in labels or any(
-                l.startswith("…/alpha/notes/index.md") for l in labels), labels
-            assert any(l.startswith("…/beta/notes/index.md") for l in labels), labels
+            # teams/alpha/notes/index.md and teams/beta/notes/index.md: cut to what tells them apart
+            assert "…/alpha/notes/index.md:3-3" in labels, labels
+            assert "…/beta/notes/index.md:3-3" in labels, labels
+            assert "glossary.md:8-8" in labels, labels  # a path with nothing to cut stays whole
             fusion.screenshot(path=str(tmp_path / "widget-fusion.png"))
             saved["fusion"] = tmp_path / "widget-fusion.png"
 
