@@ -64,6 +64,7 @@ class Builder:
         self._thread: threading.Thread | None = None
         self.built_in_background = 0
         self.built_in_spare_time = 0
+        self.busy_with: str | None = None  # the layer the background build works through now
         self.unit_seconds: dict[str, float] = {}  # per layer: moving average of one unit's build
         self._spare_lock = threading.Lock()
         self.cancel_spare = threading.Event()  # set when the engine closes
@@ -259,6 +260,7 @@ class Builder:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self.busy_with = None
 
     @property
     def running(self) -> bool:
@@ -281,10 +283,12 @@ class Builder:
             except Exception:  # the engine is closing or the index is busy: try again later
                 nxt = None
             if nxt is None:
+                self.busy_with = None
                 self._wake.clear()
                 self._wake.wait(timeout=2.0)
                 continue
             name, layer, unit = nxt
+            self.busy_with = name
             if self.build_unit(name, layer, unit, cancel=self._stop) != "aborted":
                 self.built_in_background += 1
             self.share.built(time.monotonic() - t0)

@@ -193,8 +193,9 @@ class LarMagics(Magics):
             print("lar: building in the background (it yields to searches); watch it with "
                   "%lar status --view, stop it with %lar build --stop")
             return None
+        layers = list(dict.fromkeys([*(ns.layers or []), *ns.names])) or None
         with as_magic(eng):
-            report = eng.build(timebox=ns.timebox, layers=ns.layers, scope=ns.scope)
+            report = eng.build(timebox=ns.timebox, layers=layers, scope=ns.scope)
         self._bind(ns.as_name, report)
         print(build_report(report))
         return None
