@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from lar.fusion.model import load_model
+from lar.fusion.partial import slot_guard
 from lar.fusion.probe import probe_runs
 from lar.fusion.rrf import DEFAULT_C, rrf
 from lar.fusion.scales import route_values
@@ -40,7 +41,8 @@ def partial_factors(runs: Runs, partial, depth: int = PARTIAL_DEPTH) -> dict[str
 
 
 def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEFAULT_C,
-                    partial=(), backgrounds=None, units: Mapping[Key, Any] | None = None):
+                    partial=(), backgrounds=None, units: Mapping[Key, Any] | None = None,
+                    guard_slots: bool = True):
     """Query-adaptive fusion. Returns ``(items, probes, weights, fits)``: the fused items, each
     route's :class:`lar.fusion.probe.RouteProbe`, its weight and its background fit (None when
     it has none).
@@ -49,7 +51,12 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     built index): each one's weight is multiplied by :func:`partial_factors` (how much of the
     complete routes' leading candidates it scored, on the lists fused: units or places), so
     that a half-done scan of the wrong units does not outvote the complete lists. The factor is
-    on the route's probe (``partial_factor``).
+    on the route's probe (``partial_factor``). When some complete route carries signal, a
+    partial route then enters only for the keys it scored (:func:`lar.fusion.partial.slot_guard`):
+    those keys are re-sorted among the positions the complete routes' fusion gives them, by
+    that fusion's score plus the route's weighted value (one cut-short route after the other,
+    each on its own keys, so one route's unread keys never meet another's floor), and every
+    other key keeps its position (``guard_slots=False``: the weight factor alone, as before).
 
     ``backgrounds`` (``{route: ScoreBackground or its dict}``, see :mod:`lar.core.background`)
     is what a ``"bgz"`` model reads each route's scores against; routes without one use ``tailz``.
@@ -71,11 +78,29 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
         probes, fits, weights, live = weigh(lists, model, partial, backgrounds)
         if live:
             scores = unit_scores(table, dedup, units, live, weights, model.norm, backgrounds)
+            done = [x for x in live if x[0] not in partial]
+            if guard_slots and done and len(done) < len(live):  # a cut-short route reorders only what it scored
+                kept = {r: (0.0 if r in partial else w) for r, w in weights.items()}
+                complete = unit_scores(table, dedup, units, done, kept, model.norm, backgrounds)
+                scores = complete
+                for r, w, vals, _ in live:  # one cut-short route at a time, on its own keys
+                    if r in partial:
+                        scored = [key for key in table.cands if units.get(key, key) in vals]
+                        scores = slot_guard(table, scores, {key: complete[key] + w * vals.get(
+                            units.get(key, key), 0.0) for key in scored}, scored)
             return by_score(table, scores, k), probes, weights, fits
     probes, fits, weights, live = weigh(dedup, model, partial, backgrounds)
     if not live:
         return rrf(runs, k, c), probes, weights, fits
     scores = {key: math.fsum(w * vals.get(key, floor) for _, w, vals, floor in live) for key in table.cands}
+    done = [x for x in live if x[0] not in partial]
+    if guard_slots and done and len(done) < len(live):  # a cut-short route reorders only what it scored
+        complete = {key: math.fsum(w * vals.get(key, floor) for _, w, vals, floor in done)
+                    for key in table.cands}
+        scores = complete
+        for r, w, vals, _ in live:  # one cut-short route at a time, on its own keys
+            if r in partial:
+                scores = slot_guard(table, scores, {key: complete[key] + w * v for key, v in vals.items()}, vals)
     return by_score(table, scores, k), probes, weights, fits
 
 
