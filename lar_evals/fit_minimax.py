@@ -27,7 +27,7 @@ import numpy as np
 from lar_evals.errors import EvalConfigError
 from lar_evals.fit_data import QueryBatch
 
-GRID: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
+GRID: tuple[float, ...] = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 ROUNDS = 3
 PENALTY = 4.0
 SLACK = 0.005
@@ -71,12 +71,16 @@ def objective(cases: Sequence[Case], params: np.ndarray, penalty: float = PENALT
 
 
 def fit_minimax(cases: Sequence[Case], routes: Sequence[str], penalty: float = PENALTY,
-                grid: Sequence[float] = GRID, rounds: int = ROUNDS) -> np.ndarray:
-    """Fitted ``params`` (routes x (base, signal, agree)); ``signal`` and ``agree`` are 0."""
+                grid: Sequence[float] = GRID, rounds: int = ROUNDS, init: np.ndarray | None = None) -> np.ndarray:
+    """Fitted ``params`` (routes x (base, signal, agree)): each route's ``base`` moved over
+    ``grid`` from ``init`` (default: equal weights, ``signal`` and ``agree`` 0, which stay)."""
     if not cases:
         raise EvalConfigError("fit_minimax needs at least one case")
-    params = np.zeros((len(routes), 3))
-    params[:, 0] = 1.0
+    if init is None:
+        params = np.zeros((len(routes), 3))
+        params[:, 0] = 1.0
+    else:
+        params = np.array(init, dtype=float).copy()
     best = objective(cases, params, penalty)
     for _ in range(int(rounds)):
         moved = False
@@ -92,15 +96,15 @@ def fit_minimax(cases: Sequence[Case], routes: Sequence[str], penalty: float = P
     return params
 
 
-def leave_one_out(cases: Sequence[Case], routes: Sequence[str], penalty: float = PENALTY
-                  ) -> dict[str, tuple[np.ndarray, list[tuple[Case, float]]]]:
+def leave_one_out(cases: Sequence[Case], routes: Sequence[str], penalty: float = PENALTY,
+                  init: np.ndarray | None = None) -> dict[str, tuple[np.ndarray, list[tuple[Case, float]]]]:
     """``{corpus: (params fitted without it, [(case, held-out nDCG@10), ...])}``."""
     out: dict[str, tuple[np.ndarray, list[tuple[Case, float]]]] = {}
     corpora = sorted({c.corpus for c in cases})
     if len(corpora) < 2:
         raise EvalConfigError("leave-one-corpus-out needs cases from at least two corpora")
     for corpus in corpora:
-        params = fit_minimax([c for c in cases if c.corpus != corpus], routes, penalty)
+        params = fit_minimax([c for c in cases if c.corpus != corpus], routes, penalty, init=init)
         out[corpus] = (params, [(c, float(c.batch.ndcg(params).mean())) for c in cases if c.corpus == corpus])
     return out
 

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from lar.fusion.model import load_model
 from lar.fusion.partial import slot_guard
 from lar.fusion.probe import probe_runs
-from lar.fusion.rrf import DEFAULT_C, rrf
+from lar.fusion.rrf import DEFAULT_C, rrf, rrf_scores
 from lar.fusion.scales import route_values
 from lar.fusion.table import Key, Runs, by_score, check_k, collect
 from lar.fusion.units import by_unit, unit_scores
@@ -79,9 +79,14 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
         if live:
             scores = unit_scores(table, dedup, units, live, weights, model.norm, backgrounds)
             done = [x for x in live if x[0] not in partial]
-            if guard_slots and done and len(done) < len(live):  # a cut-short route reorders only what it scored
-                kept = {r: (0.0 if r in partial else w) for r, w in weights.items()}
-                complete = unit_scores(table, dedup, units, done, kept, model.norm, backgrounds)
+            finished = [r for r in table.routes if r not in partial and dedup[r]]
+            if guard_slots and finished and len(done) < len(live):  # a cut-short route reorders only what it scored
+                if done:
+                    kept = {r: (0.0 if r in partial else w) for r, w in weights.items()}
+                    complete = unit_scores(table, dedup, units, done, kept, model.norm, backgrounds)
+                else:  # the finished routes carry no weight: their RRF order is the anchor
+                    anchor = rrf_scores(collect({r: dedup[r] for r in finished}), c)
+                    complete = {key: anchor.get(key, 0.0) for key in table.cands}
                 scores = complete
                 for r, w, vals, _ in live:  # one cut-short route at a time, on its own keys
                     if r in partial:
@@ -90,13 +95,18 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
                             units.get(key, key), 0.0) for key in scored}, scored)
             return by_score(table, scores, k), probes, weights, fits
     probes, fits, weights, live = weigh(dedup, model, partial, backgrounds)
+    finished = [r for r in table.routes if r not in partial and dedup[r]]
     if not live:
         return rrf(runs, k, c), probes, weights, fits
     scores = {key: math.fsum(w * vals.get(key, floor) for _, w, vals, floor in live) for key in table.cands}
     done = [x for x in live if x[0] not in partial]
-    if guard_slots and done and len(done) < len(live):  # a cut-short route reorders only what it scored
-        complete = {key: math.fsum(w * vals.get(key, floor) for _, w, vals, floor in done)
-                    for key in table.cands}
+    if guard_slots and finished and len(done) < len(live):  # a cut-short route reorders only what it scored
+        if done:
+            complete = {key: math.fsum(w * vals.get(key, floor) for _, w, vals, floor in done)
+                        for key in table.cands}
+        else:  # the finished routes carry no weight: their RRF order is the anchor
+            anchor = rrf_scores(collect({r: dedup[r] for r in finished}), c)
+            complete = {key: anchor.get(key, 0.0) for key in table.cands}
         scores = complete
         for r, w, vals, _ in live:  # one cut-short route at a time, on its own keys
             if r in partial:
