@@ -17,9 +17,9 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from lar.fusion.model import load_model
-from lar.fusion.partial import slot_guard
+from lar.fusion.partial import guarded_scores
 from lar.fusion.probe import probe_runs
-from lar.fusion.rrf import DEFAULT_C, rrf, rrf_scores
+from lar.fusion.rrf import DEFAULT_C, rrf
 from lar.fusion.scales import route_values
 from lar.fusion.table import Key, Runs, by_score, check_k, collect
 from lar.fusion.units import by_unit, unit_scores
@@ -51,12 +51,12 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     built index): each one's weight is multiplied by :func:`partial_factors` (how much of the
     complete routes' leading candidates it scored, on the lists fused: units or places), so
     that a half-done scan of the wrong units does not outvote the complete lists. The factor is
-    on the route's probe (``partial_factor``). When some complete route carries signal, a
-    partial route then enters only for the keys it scored (:func:`lar.fusion.partial.slot_guard`):
-    those keys are re-sorted among the positions the complete routes' fusion gives them, by
-    that fusion's score plus the route's weighted value (one cut-short route after the other,
-    each on its own keys, so one route's unread keys never meet another's floor), and every
-    other key keeps its position (``guard_slots=False``: the weight factor alone, as before).
+    on the route's probe (``partial_factor``). When some route finished, a partial route then
+    enters only for the keys it scored (:func:`guarded`, :func:`lar.fusion.partial.guarded_scores`):
+    the finished routes' own fusion is the order, keys only partial routes found follow it, and
+    each partial route re-sorts the keys it scored among the positions they hold, by the
+    finished fusion's score plus its weighted value; every other key keeps its position
+    (``guard_slots=False``: the weight factor alone, as before).
 
     ``backgrounds`` (``{route: ScoreBackground or its dict}``, see :mod:`lar.core.background`)
     is what a ``"bgz"`` model reads each route's scores against; routes without one use ``tailz``.
@@ -73,44 +73,34 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     table = collect(runs)
     model = load_model(model)
     dedup = {r: table.distinct(r) for r in table.routes}
+    cut = [r for r in table.routes if r in partial and dedup[r]]
+    finished = [r for r in table.routes if r not in partial and dedup[r]]
+    if guard_slots and cut and finished:
+        return guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, units)
     if units is not None:  # falls back to places when no route's unit list carries signal
         lists = {r: by_unit(items, units) for r, items in dedup.items()}
         probes, fits, weights, live = weigh(lists, model, partial, backgrounds)
         if live:
             scores = unit_scores(table, dedup, units, live, weights, model.norm, backgrounds)
-            done = [x for x in live if x[0] not in partial]
-            finished = [r for r in table.routes if r not in partial and dedup[r]]
-            if guard_slots and finished and len(done) < len(live):  # a cut-short route reorders only what it scored
-                if done:
-                    kept = {r: (0.0 if r in partial else w) for r, w in weights.items()}
-                    complete = unit_scores(table, dedup, units, done, kept, model.norm, backgrounds)
-                else:  # the finished routes carry no weight: their RRF order is the anchor
-                    anchor = rrf_scores(collect({r: dedup[r] for r in finished}), c)
-                    complete = {key: anchor.get(key, 0.0) for key in table.cands}
-                scores = complete
-                for r, w, vals, _ in live:  # one cut-short route at a time, on its own keys
-                    if r in partial:
-                        scored = [key for key in table.cands if units.get(key, key) in vals]
-                        scores = slot_guard(table, scores, {key: complete[key] + w * vals.get(
-                            units.get(key, key), 0.0) for key in scored}, scored)
             return by_score(table, scores, k), probes, weights, fits
     probes, fits, weights, live = weigh(dedup, model, partial, backgrounds)
-    finished = [r for r in table.routes if r not in partial and dedup[r]]
     if not live:
         return rrf(runs, k, c), probes, weights, fits
     scores = {key: math.fsum(w * vals.get(key, floor) for _, w, vals, floor in live) for key in table.cands}
-    done = [x for x in live if x[0] not in partial]
-    if guard_slots and finished and len(done) < len(live):  # a cut-short route reorders only what it scored
-        if done:
-            complete = {key: math.fsum(w * vals.get(key, floor) for _, w, vals, floor in done)
-                        for key in table.cands}
-        else:  # the finished routes carry no weight: their RRF order is the anchor
-            anchor = rrf_scores(collect({r: dedup[r] for r in finished}), c)
-            complete = {key: anchor.get(key, 0.0) for key in table.cands}
-        scores = complete
-        for r, w, vals, _ in live:  # one cut-short route at a time, on its own keys
-            if r in partial:
-                scores = slot_guard(table, scores, {key: complete[key] + w * v for key, v in vals.items()}, vals)
+    return by_score(table, scores, k), probes, weights, fits
+
+
+def guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, units):
+    """Adaptive fusion with cut-short routes entering only for the keys they scored
+    (:func:`lar.fusion.partial.guarded_scores`): the finished routes' own fusion is the order,
+    each partial route re-sorts its keys among their positions. Probes and weights are those
+    of all routes together (the report shows the partial factors)."""
+    cheap = adaptive_fusion({r: runs[r] for r in finished}, None, model, c, (), backgrounds, units)[0]
+    lists = dedup if units is None else {r: by_unit(items, units) for r, items in dedup.items()}
+    probes, fits, weights, live = weigh(lists, model, partial, backgrounds)
+    values = [(w, vals, floor) for r, w, vals, floor in live if r in partial]
+    unit_of = None if units is None else (lambda key: units.get(key, key))
+    scores = guarded_scores(list(table.cands), [(it.key, it.score) for it in cheap], values, unit_of)
     return by_score(table, scores, k), probes, weights, fits
 
 
@@ -127,4 +117,4 @@ def weigh(lists, model, partial, backgrounds):
     return probes, fits, weights, live
 
 
-__all__ = ["PARTIAL_DEPTH", "adaptive_fusion", "partial_factors", "weigh"]
+__all__ = ["PARTIAL_DEPTH", "adaptive_fusion", "guarded", "partial_factors", "weigh"]

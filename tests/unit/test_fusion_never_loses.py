@@ -9,7 +9,7 @@ import pytest
 
 from lar.fusion.adaptive import adaptive_fusion
 from lar.fusion.model import FusionModel, RouteWeights, load_model
-from lar.fusion.partial import slot_guard
+from lar.fusion.partial import positional_scores, slot_order
 from lar.fusion.table import collect, ordered
 
 N_DOCS = 200
@@ -105,14 +105,22 @@ def test_a_cut_short_route_does_not_pull_below_the_cheap_stage(coverage, weight_
 
 
 def test_the_slot_guard_moves_only_scored_keys():
-    table = collect({"a": [("x", 5.0), ("y", 4.0), ("z", 3.0), ("w", 2.0)]})
-    complete = {"x": 5.0, "y": 4.0, "z": 3.0, "w": 2.0}
-    full = {"x": 1.0, "y": 9.0, "z": 3.0, "w": 8.0}  # the partial route read y and w only
-    out = slot_guard(table, complete, full, scored={"y", "w"})
-    assert [c.key for c in ordered(table, out)] == ["x", "y", "z", "w"]  # y already above w
-    out = slot_guard(table, complete, {**full, "w": 10.0}, scored={"y", "w"})
-    assert [c.key for c in ordered(table, out)] == ["x", "w", "z", "y"]  # w and y swap slots
-    assert sorted(out.values(), reverse=True) == [5.0, 4.0, 3.0, 2.0]
+    order = ["x", "y", "z", "w"]
+    full = {"y": 9.0, "w": 8.0}  # the partial route read y and w only
+    assert slot_order(order, full, {"y", "w"}) == ["x", "y", "z", "w"]  # y already above w
+    assert slot_order(order, {"y": 1.0, "w": 8.0}, {"y", "w"}) == ["x", "w", "z", "y"]  # they swap slots
+    scores = positional_scores(["x", "w", "z", "y"], {"x": 5.0, "y": 4.0, "z": 3.0, "w": 4.0})
+    assert scores == {"x": 5.0, "w": 4.0, "z": math.nextafter(4.0, -math.inf), "y": 3.0}
+
+
+def test_a_cut_short_route_alone_with_no_weighted_route_does_not_take_over():
+    # the finished route has no background fit (too short): the fused order is still its own
+    model = FusionModel({}, RouteWeights(1.0), norm="zscore")
+    rng = random.Random(5)
+    short = [("a", 3.0), ("b", 2.0), ("c", 1.0)]
+    late = route_list(rng, {"z"}, 5.0)
+    got = fused({"fuzzy": short, "late": late}, model, partial=["late"])
+    assert got[:3] == ["a", "b", "c"]
 
 
 def test_a_missing_route_changes_nothing_and_an_unknown_route_is_not_trusted_blindly():
