@@ -3,14 +3,15 @@
     python benchmarks/bench_fusion_never_loses.py \
         --set squad2-mini ../shared/benchmarks/squad2-mini test RUNS/base-squad2-mini-test,RUNS/sparse-squad2-mini-test \
         --set cosqa-2k SETS/cosqa-2k dev RUNS/base-cosqa-2k-dev,RUNS/sparse-cosqa-2k-dev ... \
-        --max-queries 100 --fit-out lar/data/fusion-adaptive.json --out benchmarks/results/DATE-fusion-never-loses
+        --max-queries 100 --old-model OLD.json --out benchmarks/results/DATE-fusion-never-loses
 
 Reads recorded route lists (``route-lists.jsonl.gz`` of ``lar eval beir``; nothing is searched
 again), on a seeded sample of each set's queries, each route's list cut to ``--depth``.
 
 1. **Fit.** Every set over every layer subset of :data:`SUBSETS` it has (at least two routes)
    is one case of :mod:`lar_evals.fit_minimax`; the weights are fitted leave-one-corpus-out
-   (on the other sets' cases) and, for ``--fit-out``, once on all cases (the packaged model).
+   (on the other sets' cases) and, for ``--fit-out``, once on all cases (written as a model; the
+   packaged one is not this fit, see the results note).
 2. **Score.** For each set, subset and timebox: the best single route, RRF, the current default
    (``--old-model``, the model this branch started from, without the slot guard) and the new
    default (the weights fitted without this set, with the slot guard), all through lar's own
