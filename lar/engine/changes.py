@@ -8,6 +8,7 @@ build them first; ``prune`` drops the paths every building layer has caught up w
 """
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import threading
 import time
@@ -79,6 +80,24 @@ class ChangeTracker:
         """The queued paths, each once, oldest first."""
         with self._lock:
             return list(dict.fromkeys(self._changed))
+
+    async def catch_up(self, layers: Sequence[BaseLayer], builder, *, inline_budget: float,
+                       freshness_s: float, scan: Callable[[], Any],
+                       all_layers: Sequence[BaseLayer]) -> dict[str, Any]:
+        """Shared change detection for a search's building ``layers``: a stat pass over the
+        folder when the last is older than ``freshness_s`` and the folder watch says something
+        may have changed, then the units of changed files are indexed at once (within
+        ``inline_budget`` seconds, ``builder.build_changed``)."""
+        t0 = time.monotonic()
+        if self.scan_age() >= freshness_s and self.watch.stale():
+            await asyncio.to_thread(freshness.scan, scan)
+        changed = self.pending()
+        until = time.monotonic() + inline_budget
+        built = 0
+        for layer in layers if changed else ():  # nothing changed: no thread hop per layer
+            built += await asyncio.to_thread(builder.build_changed, layer, changed, until)
+        self.prune(all_layers)
+        return {"stat_pass_s": time.monotonic() - t0, "inline_built": built}
 
     def prune(self, layers: Sequence[BaseLayer]) -> None:
         """Drop queued paths that every building layer in ``layers`` has caught up with."""

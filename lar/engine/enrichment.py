@@ -79,6 +79,14 @@ class Enricher:
                 out.update(extra)
         return out
 
+    def after_fetch(self, h: str) -> None:
+        """Keep a fetched unit's text and count the fetch (a hint for build priority)."""
+        try:
+            self.reader.snapshot(h)
+            self.index.touch_usage([h], kind="fetches")
+        except Exception:  # a hint; never fail a call on it
+            pass
+
     def after_search(self, hashes: Sequence[str]) -> None:
         """Keep the returned units' text (their ids stay fetchable after edits) and count their
         use (a hint for build priority)."""

@@ -6,7 +6,6 @@ kernel (whose own loop is already running); ``await eng.asearch(...)`` is the as
 """
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import os
 import threading
@@ -15,8 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from lar.core.errors import ConfigError, LarError, ScopeError, UnknownLayerError
-from lar.core.layer import BaseLayer, LayerContext, ScopeView, Unit, as_layer, implements
+from lar.core.errors import ConfigError, ScopeError, UnknownLayerError
+from lar.core.layer import BaseLayer, LayerContext, ScopeView, as_layer
 from lar.core import deadline
 from lar.core.config import EngineConfig
 from lar.core.request import DEFAULT_K, DEFAULT_RRF_C, DEFAULT_TIMEBOX, SearchRequest, as_request
@@ -29,9 +28,10 @@ from lar.engine.excerpts import within_tokens
 from lar.engine.loop import LoopThread
 from lar.engine.orchestrator import orchestrate, run_order
 from lar.engine.reading import UnitAccess
-from lar.engine.selection import select_layers
+from lar.engine.selection import LiveUnits, select_layers
 from lar.engine.settings import ENV_SPARE_BUILD, default_state_dir, env_flag
 from lar.engine.spare import SPARE_RESERVE, SpareBuild, coverage_reasons
+from lar.engine.warmup import warm_layers
 from lar.engine.variants import declared_keys, layer_variants
 from lar.record.recording import Recording, search_params, seconds
 from lar.core.registry import registered_layers
@@ -122,7 +122,7 @@ class Engine(Recording):
         self.scanner = Scanner(self.root, self.index, max_bytes=self.max_bytes, exclude=excludes)
         self.changes = ChangeTracker(self.scanner, self.index, self.refresh_interval, self._bg.submit,
                                      self.watch)
-        self._units_cache: tuple[int, list[Unit]] | None = None
+        self.live_units = LiveUnits(self.index)
         self.ctx = LayerContext(root=self.root, state_dir=self.state_dir, index=self.index,
                                 reader=self.reader, config=dict(self.config.raw), detect=self.changes.detect,
                                 max_bytes=self.max_bytes, extractor_versions=versions_fingerprint())
@@ -192,25 +192,15 @@ class Engine(Recording):
     def _index_replaced(self) -> None:
         """A damaged file index was set aside (lar.core.sqlite_repair): rescan at the next call."""
         self.changes.forget_scan()
-        self._units_cache = None
+        self.live_units.forget()
 
     def pending_changes(self) -> list[str]:
         """Paths changed since the building layers last caught up, oldest first."""
         return self.changes.pending()
 
     # -- scope and layers -------------------------------------------------------------------
-    def _units(self) -> list[Unit]:
-        """Live units, cached until the file index changes (its sequence number moves)."""
-        seq = self.index.max_seq()
-        cached = self._units_cache
-        if cached is not None and cached[0] == seq:
-            return cached[1]
-        units = [Unit(r.path, r.hash, r.size, r.mtime_ns) for r in self.index.live()]
-        self._units_cache = (seq, units)
-        return units
-
     def scope_view(self, scope: Any = None) -> ScopeView:
-        return ScopeView(Scope.parse(scope), self._units, self.root)
+        return ScopeView(Scope.parse(scope), self.live_units, self.root)
 
     # -- the API ----------------------------------------------------------------------------
     def status(self, scope: Any = None) -> Status:
@@ -230,15 +220,7 @@ class Engine(Recording):
     def warm(self, layers: Sequence[str] | None = None) -> dict[str, str]:
         """Load the models of the model layers now (``layer.warm()``), so that a first search
         does not spend its timebox loading them. Returns {layer: "ok" or the reason it failed}."""
-        out = {}
-        for name, layer in self.layers.items():
-            if implements(layer, "warm") and (layers is None or name in layers):
-                try:
-                    layer.warm()
-                    out[name] = "ok"
-                except LarError as exc:
-                    out[name] = str(exc)
-        return out
+        return warm_layers(self.layers, layers)
 
     def search(self, query: Any, timebox: Any = DEFAULT_TIMEBOX, k: int = DEFAULT_K,
                emphasis: str = "balanced", layers: Sequence[str] | None = None,
@@ -300,7 +282,10 @@ class Engine(Recording):
         prepare = None
         if building:
             async def prepare():
-                report = await self._prepare_building(building, inline_budget=0.25 * tb)
+                report = await self.changes.catch_up(
+                    [self.layers[n] for n in building], self.builder, inline_budget=0.25 * tb,
+                    freshness_s=self.freshness, scan=self.index_now,
+                    all_layers=list(self.layers.values()))
                 view.refresh()  # the building layers search the units the stat pass found
                 return report
         with self._active_lock:
@@ -356,15 +341,8 @@ class Engine(Recording):
     def _note_fetch(self, h: str) -> None:
         """A fetched unit: its text is kept and its use counted (in the background), and it
         goes first in the build order."""
-        self._bg.submit(self._touch_fetch, h)
+        self._bg.submit(self.enricher.after_fetch, h)
         self.recent_fetches.append(h)
-
-    def _touch_fetch(self, h: str) -> None:
-        try:
-            self.reader.snapshot(h)
-            self.index.touch_usage([h], kind="fetches")
-        except Exception:
-            pass
 
     def inventory(self, scope: Any = None) -> list[InventoryItem]:
         """Every permitted unit in scope, with no relevance match (the independent enumerator)."""
@@ -419,20 +397,6 @@ class Engine(Recording):
     def stop_background_build(self) -> None:
         self.builder.stop_background()
 
-    async def _prepare_building(self, names: list[str], inline_budget: float) -> dict[str, Any]:
-        """Shared change detection for building layers: a stat pass over the folder, then the
-        units of changed files are indexed at once (within ``inline_budget`` seconds)."""
-        t0 = time.monotonic()
-        if self.changes.scan_age() >= self.freshness and self.watch.stale():
-            await asyncio.to_thread(freshness.scan, self.index_now)
-        changed = self.pending_changes()
-        until = time.monotonic() + inline_budget
-        built = 0
-        for name in names if changed else ():  # nothing changed: no thread hop per layer
-            layer = self.layers[name]
-            built += await asyncio.to_thread(self.builder.build_changed, layer, changed, until)
-        self.changes.prune(list(self.layers.values()))
-        return {"stat_pass_s": time.monotonic() - t0, "inline_built": built}
 
 def open(root: str | os.PathLike = ".", state: str | os.PathLike | None = None, **kw) -> Engine:  # noqa: A001
     """Open an engine on ``root`` (state in ``<root>/.lar`` unless ``state`` is given)."""

@@ -1,4 +1,4 @@
-"""Loading a model layer's model within a build's timebox.
+"""Loading a model layer's model within a build's timebox, or now (``warm_layers``).
 
 A model layer's first unit in a process loads its model first (import torch, read the weights:
 tens of seconds on a busy machine), and nothing can interrupt that load: ``build --timebox 8s``
@@ -14,9 +14,12 @@ import concurrent.futures
 import threading
 import time
 import weakref
-from typing import Any
+from typing import Any, Mapping, Sequence
 
-__all__ = ["LOADING_REASON", "load_within"]
+from lar.core.errors import LarError
+from lar.core.layer import BaseLayer, implements
+
+__all__ = ["LOADING_REASON", "load_within", "warm_layers"]
 
 LOADING_REASON = ("loading its model did not finish within the timebox (it goes on in the "
                   "background of this process); a longer timebox builds it")
@@ -41,3 +44,17 @@ def load_within(layer: Any, deadline: float) -> bool:
     except Exception:  # the unit reports why the model is unusable
         pass
     return True
+
+
+def warm_layers(layers: Mapping[str, BaseLayer], names: Sequence[str] | None = None) -> dict[str, str]:
+    """Load the models of the model layers now (``layer.warm()``) so that a first search does
+    not spend its timebox loading them: {layer: "ok" or the reason it failed}."""
+    out = {}
+    for name, layer in layers.items():
+        if implements(layer, "warm") and (names is None or name in names):
+            try:
+                layer.warm()
+                out[name] = "ok"
+            except LarError as exc:
+                out[name] = str(exc)
+    return out
