@@ -29,7 +29,7 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -123,6 +123,17 @@ def to_model(params: np.ndarray, routes: Sequence[str], **meta: Any) -> FusionMo
     return FusionModel(weights, RouteWeights(1.0), **meta)  # unseen routes: equal weight
 
 
+def _ticker(progress: Callable[[int, int], None], total: int) -> Callable[[], None]:
+    """A callable that reports one more of ``total`` steps done to ``progress`` each call."""
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        progress(done[0], total)
+
+    return tick
+
+
 def _rank(q: QueryData, scores: np.ndarray, k: int = K) -> list[str]:
     return [q.docs[i] for i in np.argsort(-scores, kind="stable")[:k]]
 
@@ -148,8 +159,11 @@ def _baselines(fs: FitSet, routes: Sequence[str]) -> dict[str, dict[str, list[st
 def run_fit(train: Sequence[FitSet], holdout: Sequence[FitSet] = (), *, folds: int = 2,
             seed: int = 0, metrics: Sequence[str] = METRICS,
             norms: Sequence[str] = NORMS, min_gain: float | None = None, method: str = "listwise",
-            l2: float | None = None, select: str = "train") -> tuple[FusionModel, dict[str, Any]]:
+            l2: float | None = None, select: str = "train",
+            progress: Callable[[int, int], None] | None = None) -> tuple[FusionModel, dict[str, Any]]:
     """Cross-fit on ``train``, score every set, fit the final model on all training queries.
+    ``progress(done, total)`` (e.g. ``lar_evals.progress.Bars().fit``) is called after each
+    step: each fold's fit, the final fit, each set scored.
 
     Each fit tries every normalisation in ``norms`` and keeps the one whose fitted weights score
     best on that fit's own training queries, so the choice of scale is held out as well."""
@@ -178,6 +192,8 @@ def run_fit(train: Sequence[FitSet], holdout: Sequence[FitSet] = (), *, folds: i
     split = {fs.name: folds_of(list(fs.lists), folds, seed) for fs in train}
     held: dict[str, dict[str, list[str]]] = {fs.name: {} for fs in train}
     fold_models = []
+    steps = folds + 1 + len(train) + len(holdout)
+    tick = (lambda: None) if progress is None else _ticker(progress, steps)
     for i in range(folds):
         picks = [(fs.name, q) for fs in train for j, f in enumerate(split[fs.name]) if j != i for q in f]
         norm, params, _ = best_fit({n: [qdata[n][name][q] for name, q in picks] for n in norms}, routes, **fit)
@@ -186,8 +202,10 @@ def run_fit(train: Sequence[FitSet], holdout: Sequence[FitSet] = (), *, folds: i
             for q in split[fs.name][i]:
                 qd = qdata[norm][fs.name][q]
                 held[fs.name][q] = _rank(qd, query_scores(qd, params))
+        tick()
     norm, final, tried = best_fit({n: [qd for fs in train for qd in qdata[n][fs.name].values()] for n in norms},
                                   routes, **fit)
+    tick()
     for fs in holdout:
         held[fs.name] = {q: _rank(qd, query_scores(qd, final)) for q, qd in qdata[norm][fs.name].items()}
     report: dict[str, Any] = {"schema": 1, "routes": routes, "folds": folds, "seed": seed, "method": method,
@@ -200,6 +218,7 @@ def run_fit(train: Sequence[FitSet], holdout: Sequence[FitSet] = (), *, folds: i
         rankings = _baselines(fs, routes)
         rankings["fusion:adaptive"] = held[fs.name]
         report["sets"][fs.name] = score_set(fs, rankings, routes, metrics)
+        tick()
     info = {name: {"adaptive": s["scores"]["fusion:adaptive"], "best_route": s["best_route"]}
             for name, s in report["sets"].items()}
     model = to_model(final, routes, name="adaptive-fitted", norm=norm,
@@ -329,6 +348,7 @@ def add_arguments(parser) -> Any:
     parser.add_argument("--min-gain", type=float, default=MIN_GAIN,
                         help=f"ascent: a weight change must raise the training nDCG@10 by more than "
                              f"this (default {MIN_GAIN}: keeps small sets from fitting noise)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--out", required=True, help="the fitted model (JSON)")
     parser.add_argument("--report", default=None, help="held-out scores and tests (JSON)")
     return parser
@@ -350,8 +370,16 @@ def run(args) -> int:
     train = [load_set(*spec) for spec in args.set]
     holdout = [load_set(*spec) for spec in args.holdout]
     norms = [n.strip() for n in args.norms.split(",") if n.strip()]
-    model, report = run_fit(train, holdout, folds=args.folds, seed=args.seed, norms=norms,
-                            min_gain=args.min_gain, method=args.method, l2=args.l2, select=args.select)
+    from lar_evals.progress import Bars
+
+    bars = None if getattr(args, "quiet", False) else Bars()
+    try:
+        model, report = run_fit(train, holdout, folds=args.folds, seed=args.seed, norms=norms,
+                                min_gain=args.min_gain, method=args.method, l2=args.l2,
+                                select=args.select, progress=bars.fit if bars else None)
+    finally:
+        if bars is not None:
+            bars.close()
     model.save(args.out)
     if args.report:
         from lar_evals.io import write_json

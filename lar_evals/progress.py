@@ -1,8 +1,9 @@
-"""Progress of a long ``beir`` run on stderr: the build phase per layer (units built of the
-layer's total) and the queries (done, rate, time left), as tqdm bars.
+"""Progress of a long ``beir`` or ``fit`` run on stderr: the build phase per layer (units built
+of the layer's total), the queries (done, rate, time left) and a fit's steps, as tqdm bars.
 
 :class:`Bars` gives the two callbacks :func:`lar_evals.run.evaluate_beir` takes:
-``build(layer, done, total)`` and ``queries(done, total)``. Without tqdm (or with ``plain``)
+``build(layer, done, total)`` and ``queries(done, total)``, and ``fit(done, total)`` for
+:func:`lar_evals.fit.run_fit`. Without tqdm (or with ``plain``)
 it prints a line at every tenth of the way instead, so logs of non-interactive runs stay short.
 """
 from __future__ import annotations
@@ -57,6 +58,14 @@ class Bars:
         bar = self._bar("queries", total, "queries", "query")
         if bar is None:
             self._line("queries", done, total, f"evals: {done}/{total} queries")
+            return
+        bar.update(done - bar.n)
+
+    def fit(self, done: int, total: int) -> None:
+        """``done`` of ``total`` fit steps (each fold's fit, the final fit, each set scored)."""
+        bar = self._bar("fit", total, "fit", "step")
+        if bar is None:
+            self._line("fit", done, total, f"evals: fit {done}/{total} steps")
             return
         bar.update(done - bar.n)
 

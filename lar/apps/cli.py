@@ -120,7 +120,7 @@ def _calls(args) -> int:
     from pathlib import Path
 
     from lar.record.calllog import CallLog
-    from lar.engine.facade import default_state_dir
+    from lar.engine.settings import default_state_dir
 
     state = Path(args.state).expanduser() if args.state else default_state_dir(Path(args.root).resolve())
     if not (state / "calls.sqlite").is_file():
@@ -155,7 +155,7 @@ def _run(args) -> int:
     ``lar run --fetch ID``: print an output, item or line range in full."""
     from pathlib import Path
 
-    from lar.engine.facade import default_state_dir
+    from lar.engine.settings import default_state_dir
     from lar.apps.toolcache import ToolCache
 
     state = Path(args.state).expanduser() if args.state else default_state_dir(Path(args.root).resolve())
@@ -210,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with lar.open(args.root, args.state, scan=scan, session=_cli_session(),
                       trace=getattr(args, "trace", None)) as eng, eng.trace_source("cli"):
             if args.cmd == "index":
-                _print(eng.index_now() if not scan else eng._last_scan, True)
+                _print(eng.index_now() if not scan else eng.last_scan, True)
             elif args.cmd == "status":
                 _print(eng.status(), args.json)
             elif args.cmd == "search":
@@ -253,5 +253,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def entry() -> None:  # pragma: no cover - the console script
+    """``lar``: run the command, then exit without waiting for work a deadline abandoned."""
+    from lar.apps.exit import exit_promptly
+
+    sys.exit(exit_promptly(main()))
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()

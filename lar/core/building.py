@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from lar.core.errors import CorruptStateError
+from lar.core.errors import CorruptStateError, DeadlineExceeded
 from lar.core.sqlite_repair import Repair, SqliteFile
 from lar.core.layer import BaseLayer, LayerContext, ScopeView, Unit
 from lar.core.types import LayerStatus
@@ -279,6 +279,8 @@ class BuildingLayer(BaseLayer):
             info = self.index_unit(unit, doc) or {}
             self.manifest.mark(unit.hash, self.build_version, "ok", "", info)
             return "ok"
+        except DeadlineExceeded:  # abandoned at the caller's deadline: still pending
+            raise
         except SkipUnit as exc:
             self.manifest.mark(unit.hash, self.build_version, "skipped", str(exc))
             return "skipped"

@@ -52,12 +52,22 @@ class HitNotFoundError(LarError, KeyError):
         return self.args[0]
 
 
+class UnreadablePathError(HitNotFoundError):
+    """A path inside the root names something that cannot be read as a file: a symlink loop,
+    a file without read permission, a path longer than the system allows."""
+
+
 class StaleSpanError(LarError):
     """The file behind a hit changed and the span's text no longer exists in it."""
 
 
 class StateLockedError(LarError, TimeoutError):
     """Another process holds the state directory's writer lock."""
+
+
+class DeadlineExceeded(LarError, TimeoutError):
+    """Work done for a call (a unit's encoding, a build step) passed the call's deadline and was
+    abandoned (``lar.core.deadline``): nothing of it was stored; a later call redoes it."""
 
 
 class CorruptStateError(LarError):

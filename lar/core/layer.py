@@ -9,13 +9,12 @@ from __future__ import annotations
 import asyncio
 
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from lar.core.background import ScoreBackground
+from lar.core.budget import Budget, LayerReport
+from lar.core.errors import DeadlineExceeded
 from lar.core.scope import Scope
 from lar.core.types import Hit, LayerStatus, Span
 
@@ -34,124 +33,16 @@ class Unit:
     mtime_ns: int = 0
 
 
+__all__ = ["Budget", "Candidate", "Layer", "LayerContext", "LayerReport", "ScopeView", "Unit",
+           "BaseLayer", "ProtocolLayer", "as_layer", "implements"]
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A span handed to a refine layer, with the path it was found at."""
 
     span: Span
     path: str | None = None
-
-
-@dataclass(frozen=True)
-class LayerReport:
-    """What a layer said about one run, besides its hits (the typed form of what it reported on
-    its :class:`Budget`). The orchestrator carries all of it into the run's
-    :class:`~lar.core.types.LayerRun`: ``partial`` makes the run ``aborted`` with ``truncated``
-    (why it stopped early) and the ``warnings`` in its reason; ``notes`` and ``details`` (e.g. a
-    pattern's per-language errors) go to ``run.notes`` / ``run.details``; ``probe`` (the layer's
-    own probe features, e.g. hubness) and ``background`` (the moments of every score it computed,
-    :mod:`lar.core.background`) to ``run.probe``."""
-
-    partial: bool = False
-    truncated: str = ""
-    warnings: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-    probe: Mapping[str, Any] = field(default_factory=dict)
-    background: ScoreBackground | None = None
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "warnings", tuple(self.warnings))
-        object.__setattr__(self, "notes", tuple(self.notes))
-        object.__setattr__(self, "probe", MappingProxyType(dict(self.probe)))
-        object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
-
-    def reason(self) -> str:
-        """The run's reason text: why it stopped early (when partial), then the warnings."""
-        parts = list(self.warnings)
-        if self.partial:
-            parts.insert(0, self.truncated or "timebox ended; returned partial results")
-        return "; ".join(x for x in parts if x)
-
-
-class Budget:
-    """A layer's share of the caller's timebox, plus the channel it reports on.
-
-    Layers check ``expired()`` between units of work and return what they have; they call
-    ``set_coverage`` so the report says how much of the scope they processed, ``mark_partial``
-    when they stopped early, ``warn`` / ``note`` / ``detail`` / ``set_probe`` /
-    ``set_background`` for the rest of what they know (:class:`LayerReport`), and ``offer``
-    with the hits found so far, which the orchestrator keeps if it has to cancel them.
-    """
-
-    def __init__(self, deadline: float, *, pool: int = 100):
-        self.deadline = deadline
-        self.pool = pool
-        self.coverage: float | None = None
-        self.offered: list[Hit] = []
-        self._partial = False
-        self._truncated = ""
-        self._warnings: list[str] = []
-        self._notes: list[str] = []
-        self._probe: dict[str, Any] = {}
-        self._background: ScoreBackground | None = None
-        self._details: dict[str, Any] = {}
-
-    @classmethod
-    def seconds(cls, seconds: float, **kw) -> "Budget":
-        return cls(time.monotonic() + seconds, **kw)
-
-    def remaining(self) -> float:
-        return max(0.0, self.deadline - time.monotonic())
-
-    def expired(self) -> bool:
-        return time.monotonic() >= self.deadline
-
-    # -- reporting ------------------------------------------------------------------------------
-    def offer(self, hits: list[Hit]) -> None:
-        """Publish the hits found so far: if the layer is cancelled at the deadline, the
-        orchestrator keeps these instead of nothing (anytime behaviour for long scans)."""
-        self.offered = list(hits)
-
-    def set_coverage(self, fraction: float) -> None:
-        self.coverage = min(1.0, max(0.0, float(fraction)))
-
-    def mark_partial(self, why: str = "") -> None:
-        """The layer stopped before it had looked at everything (``why``: what it got through)."""
-        self._partial = True
-        if why:
-            self._truncated = why
-
-    @property
-    def partial(self) -> bool:
-        return self._partial
-
-    def warn(self, text: str) -> None:
-        """Something the caller should know about this run (e.g. corrupt artefacts dropped)."""
-        self._warnings.append(str(text))
-
-    def note(self, text: str) -> None:
-        """Information about this run that is not a warning (e.g. units still being indexed)."""
-        self._notes.append(str(text))
-
-    def detail(self, key: str, value: Any) -> None:
-        """A structured, layer-specific fact about this run (JSON-able)."""
-        self._details[str(key)] = value
-
-    def set_probe(self, **features: Any) -> None:
-        """The layer's own probe features for this query (e.g. the hubness of its hits)."""
-        self._probe.update(features)
-
-    def set_background(self, background: ScoreBackground | None) -> None:
-        """The moments of every score the layer computed for this query (a whole scan; fusion
-        uses it only from :data:`lar.core.background.MIN_BACKGROUND` scores on)."""
-        if background is not None and not isinstance(background, ScoreBackground):
-            raise TypeError(f"set_background takes a ScoreBackground or None, got {type(background).__name__}")
-        self._background = background
-
-    def report(self) -> LayerReport:
-        return LayerReport(self._partial, self._truncated, tuple(self._warnings), tuple(self._notes),
-                           self._probe, self._background, self._details)
 
 
 class ScopeView:
@@ -170,6 +61,16 @@ class ScopeView:
 
     def hashes(self) -> set[str]:
         return {u.hash for u in self.units()}
+
+    def all_units(self) -> list[Unit]:
+        """Every live unit, whatever the scope (for corpus-wide statistics; do not change it)."""
+        units = self._units_fn()
+        return units if isinstance(units, list) else list(units)
+
+    def refresh(self) -> None:
+        """Resolve the units again at the next ``units()`` (after a stat pass changed the
+        index); lists already handed out are left as they were."""
+        self._units = None
 
     def __len__(self) -> int:
         return len(self.units())
@@ -328,6 +229,8 @@ class BaseLayer:
         failed that unit (the scheduler goes on with the next)."""
         try:
             asyncio.run(self.build([unit], threading.Event()))
+        except DeadlineExceeded:  # abandoned at the caller's deadline: still pending
+            raise
         except Exception:  # one bad unit never fails the build
             return "failed"
         return "ok"

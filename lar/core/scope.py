@@ -1,12 +1,13 @@
 """Scope (which units a call may see) and root confinement (nothing outside the root)."""
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable
 
-from lar.core.errors import ScopeError
+from lar.core.errors import ScopeError, UnreadablePathError
 
 
 def normalize_relpath(root: Path, path: str | os.PathLike) -> str:
@@ -41,8 +42,11 @@ def normalize_relpath(root: Path, path: str | os.PathLike) -> str:
     full = root / rel_posix
     try:
         resolved = full.resolve()
-    except OSError as exc:  # pragma: no cover - e.g. symlink loops
-        raise ScopeError(f"{raw!r} cannot be resolved: {exc}") from None
+    except (OSError, RuntimeError) as exc:  # Python < 3.13 raises RuntimeError for a loop
+        if isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP:
+            raise UnreadablePathError(
+                f"{raw!r} is a symlink loop (or lies under one); lar cannot read it") from None
+        raise UnreadablePathError(f"{raw!r} cannot be resolved: {exc.strerror or exc}") from None
     try:
         resolved.relative_to(root)
     except ValueError:

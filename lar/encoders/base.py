@@ -22,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from lar.core import deadline
 from lar.core.errors import ConfigError, QueryError
 from lar.encoders.encoding import UnitEncoding
 
@@ -213,6 +214,8 @@ class TokenEncoder:
         order = sorted(range(len(windows)), key=lambda i: -len(windows[i].ids))
         results: list = [None] * len(windows)
         for i in range(0, len(order), self.batch_size):
+            # between batches: work past the caller's deadline is abandoned (lar.core.deadline)
+            deadline.check(f"encoding with {self.model_id}")
             batch = order[i:i + self.batch_size]
             for j, res in zip(batch, self._forward([windows[j] for j in batch], is_query=is_query)):
                 results[j] = res
@@ -306,6 +309,7 @@ class TokenEncoder:
                     "embed", f"the query has {ids.shape[0]} tokens but {self.model_id} takes at "
                     f"most {self.query_tokens} (a {self.max_tokens}-token window with special "
                     f"tokens); shorten the query: lar never truncates")
+            deadline.check(f"encoding the query with {self.model_id}")
             vecs, rows, pooled = self._forward([Window(ids, text)], is_query=True)[0]
             exact = rows >= 0
             texts = self._tok.convert_ids_to_tokens(ids[np.where(exact, rows, 0)].tolist())

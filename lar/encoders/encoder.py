@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from lar.core import deadline
 from lar.core.errors import ConfigError, QueryError, require
 from lar.encoders.base import QueryEncoding, TokenEncoder, Window, l2_normalise
 from lar.encoders.models import ModelRef, resolve_model, set_offline_env
@@ -140,6 +141,7 @@ class SentenceTransformerEncoder(TokenEncoder):
                             "embed", f"text {i} has {ids.shape[0]} tokens, more than the "
                             f"{self.window_tokens} of one window; split it (encode_spans does) or "
                             f"pass truncate=True")
+            deadline.check(f"encoding with {self.model_id}")  # abandoned work stops here
             with self._torch.inference_mode():
                 vecs = self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
                                           normalize_embeddings=True, show_progress_bar=False)

@@ -8,70 +8,41 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
 import os
-import re
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from lar.core.errors import (ConfigError, HitNotFoundError, LarError, ScopeError, StaleSpanError,
-                     UnknownLayerError)
+from lar.core.errors import ConfigError, LarError, ScopeError, UnknownLayerError
 from lar.core.layer import BaseLayer, LayerContext, ScopeView, Unit, as_layer, implements
+from lar.core import deadline
 from lar.core.config import EngineConfig
 from lar.core.request import DEFAULT_K, DEFAULT_RRF_C, DEFAULT_TIMEBOX, SearchRequest, as_request
 from lar.fusion.pipeline import FusionSettings
 from lar.fusion.policies import DEFAULT_POLICY
-from lar.engine.excerpts import EXCERPT_CHARS, make_excerpt, within_tokens
+from lar.engine import currency, freshness, lifecycle
+from lar.engine.changes import ChangeTracker
+from lar.engine.enrichment import Enricher
+from lar.engine.excerpts import within_tokens
 from lar.engine.loop import LoopThread
 from lar.engine.orchestrator import orchestrate, run_order
+from lar.engine.reading import UnitAccess
+from lar.engine.selection import select_layers
+from lar.engine.settings import ENV_SPARE_BUILD, default_state_dir, env_flag
+from lar.engine.spare import SPARE_RESERVE, SpareBuild, coverage_reasons
 from lar.engine.variants import declared_keys, layer_variants
 from lar.record.recording import Recording, search_params, seconds
 from lar.core.registry import registered_layers
 from lar.core.result import Fetched, InventoryItem, Result, Status
-from lar.core.scope import Scope, normalize_relpath
+from lar.core.scope import Scope
 from lar.store import ContentStore, FileIndex, UnitReader
-from lar.store.reader import decode_span, expand_to_lines, line_range
-from lar.store.extract import DERIVED_KINDS, kind_for, versions_fingerprint
+from lar.store.extract import versions_fingerprint
 from lar.store.scanner import DEFAULT_MAX_BYTES, Scanner
+from lar.store.watch import FolderWatch
 from lar.core.timebox import DeadlineReserve, parse_duration
-from lar.core.types import Hit, LayerRun, RunState, Span, parse_hit_id
-
-_HEX = re.compile(r"^[0-9a-f]{8,64}$")
-# a search builds in its spare time until this fraction of its timebox is left (enrichment's share)
-SPARE_RESERVE = 0.1
-# spare time shorter than this is not worth starting a build for
-SPARE_MIN_S = 0.01
-ENV_SPARE_BUILD = "LAR_SPARE_BUILD"  # "0" turns spare-time building off by default
-# "0" keeps the interactive entry points (the MCP server, %lar open PATH) from building in the
-# background by default
-ENV_BACKGROUND_BUILD = "LAR_BACKGROUND_BUILD"
-OFF_WORDS = frozenset({"0", "false", "no", "off"})
-
-
-def env_flag(name: str, default: bool = True) -> bool:
-    """An on/off setting from the environment (``0``, ``false``, ``no``, ``off`` mean off)."""
-    value = os.environ.get(name)
-    if value is None or not value.strip():
-        return default
-    return value.strip().lower() not in OFF_WORDS
-
-
-def interactive_background() -> bool:
-    """Whether an interactive process (the MCP server, a notebook's ``%lar open PATH``) builds in
-    the background by default: yes, unless ``LAR_BACKGROUND_BUILD=0``."""
-    return env_flag(ENV_BACKGROUND_BUILD)
-
-
-def default_state_dir(root: Path) -> Path:
-    """``<root>/.lar`` when the root is writable, else a per-user cache dir keyed by the root."""
-    if os.access(root, os.W_OK):
-        return root / ".lar"
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lar"
-    return base / hashlib.blake2b(str(root).encode(), digest_size=8).hexdigest()
-
+from lar.core.types import Hit
 
 class Engine(Recording):
     def __init__(
@@ -104,63 +75,94 @@ class Engine(Recording):
         self.config = EngineConfig.read(config, {n: declared_keys(f) for n, f in factories.items()})
         self.root = root_path.resolve()
         self.state_dir = Path(state).expanduser().resolve() if state else default_state_dir(self.root)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
         self.max_bytes = int(max_bytes)
         self.refresh_interval = float(refresh_interval)
-        self.index = FileIndex(self.state_dir, lock_timeout=lock_timeout)
-        self.index.on_repair = self._index_replaced
-        self.store = ContentStore(self.state_dir / "objects")
-        self.reader = UnitReader(self.root, self.index, self.store)
-        excludes = []
-        try:
-            rel_state = self.state_dir.relative_to(self.root).as_posix()
-            excludes.append(rel_state + "/**")
-        except ValueError:
-            pass
-        self.scanner = Scanner(self.root, self.index, max_bytes=self.max_bytes, exclude=excludes)
-        self._changed: list[str] = []  # queue of paths for building layers (lazy build)
-        self.recent_fetches: list[str] = []  # hashes fetched, for build priority
-        self._units_cache: tuple[int, list[Unit]] | None = None
-        self._changed_lock = threading.Lock()
-        self._last_scan: dict[str, Any] = {}
-        self._last_scan_at = 0.0
-        self._scan_future: concurrent.futures.Future | None = None
         self._bg = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-bg")
+        self.recent_fetches: list[str] = []  # hashes fetched, for build priority
         self._loop: LoopThread | None = None
-        self.ctx = LayerContext(root=self.root, state_dir=self.state_dir, index=self.index,
-                                reader=self.reader, config=dict(self.config.raw), detect=self._detect,
-                                max_bytes=self.max_bytes, extractor_versions=versions_fingerprint())
-        self.layers: dict[str, BaseLayer] = {
-            name: as_layer(factory(self.ctx), self.ctx) for name, factory in sorted(factories.items())}
-        from lar.engine.scheduler import BuildContext, Builder
-
         if spare_build is None:
             spare_build = env_flag(ENV_SPARE_BUILD)
         self.spare_build = bool(spare_build)
-        self._spare_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1,
-                                                                 thread_name_prefix="lar-spare")
         self.idle = threading.Event()  # set while no search runs (the background builder waits)
         self.idle.set()
-        self.builder = Builder(BuildContext(
-            layers=lambda: self.layers, scope_view=self.scope_view, index=self.index,
-            recent_fetches=lambda: self.recent_fetches, idle=self.idle))
         self._active = 0
         self._active_lock = threading.Lock()
         self.freshness = self.config.freshness
         # the measured cost of fusion + enrichment after the layers, kept back from their deadline
         self.post_reserve = DeadlineReserve()
+        self._factories, self._lock_timeout = factories, lock_timeout
+        self._state_lock = threading.Lock()
+        self.watch = FolderWatch(self.root)  # the change token that spares searches the stat pass
+        self._open_state()
+        self.spare = SpareBuild(lambda: self.builder)
         self._init_recording(trace, session)
+        lifecycle.register(self)  # closed at interpreter exit if the caller does not
         if scan:
             self.index_now(initial=True)
         if background:
             self.start_background_build()
 
+    def _open_state(self) -> None:
+        """The state folder and what lives in it: file index, content store, reader, scanner,
+        change tracker, layers, enricher, unit access and builder (at open, and again when the
+        folder went away: ``_check_state``)."""
+        from lar.engine.scheduler import BuildContext, Builder
+
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.index = FileIndex(self.state_dir, lock_timeout=self._lock_timeout)
+        self.index.on_repair = self._index_replaced
+        self.state_watch = currency.StateWatch(self.state_dir, self.index.db_path)
+        self.store = ContentStore(self.state_dir / "objects")
+        self.reader = UnitReader(self.root, self.index, self.store)
+        excludes = []
+        try:
+            excludes.append(self.state_dir.relative_to(self.root).as_posix() + "/**")
+        except ValueError:
+            pass
+        self.scanner = Scanner(self.root, self.index, max_bytes=self.max_bytes, exclude=excludes)
+        self.changes = ChangeTracker(self.scanner, self.index, self.refresh_interval, self._bg.submit,
+                                     self.watch)
+        self._units_cache: tuple[int, list[Unit]] | None = None
+        self.ctx = LayerContext(root=self.root, state_dir=self.state_dir, index=self.index,
+                                reader=self.reader, config=dict(self.config.raw), detect=self.changes.detect,
+                                max_bytes=self.max_bytes, extractor_versions=versions_fingerprint())
+        self.layers: dict[str, BaseLayer] = {
+            name: as_layer(factory(self.ctx), self.ctx) for name, factory in sorted(self._factories.items())}
+        self.enricher = Enricher(self.reader, self.index, lambda: self.layers)
+        self.units = UnitAccess(self.root, self.reader, self.index, self.store,
+                                detect=self.changes.detect, rescan=self.index_now,
+                                context_for=self.enricher.context_for, on_fetch=self._note_fetch)
+        self.builder = Builder(BuildContext(
+            layers=lambda: self.layers, scope_view=self.scope_view, index=self.index,
+            recent_fetches=lambda: self.recent_fetches, idle=self.idle))
+
+    def _check_state(self) -> None:
+        """A state folder deleted (or replaced) under the open engine is noticed: a new one is
+        made, the folder re-scanned, and the layers rebuild lazily; status and the next search
+        say so (``currency.StateWatch``)."""
+        if self.state_watch.lost() is None:
+            return
+        with self._state_lock:
+            why = self.state_watch.lost()
+            if why is None:
+                return
+            running = self.builder.running
+            self.builder.stop_background()
+            old = (self.index, self.state_watch)
+            self._open_state()
+            old[0].close()
+            self.state_watch.inherit(old[1], why)
+        self.index_now(initial=True)
+        if running:
+            self.start_background_build()
+
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
+        lifecycle.forget(self)
         self._close_recording()
+        self.watch.close()
         self.builder.stop_background()
-        self.builder.cancel_spare.set()
-        self._spare_pool.shutdown(wait=True)
+        self.spare.close()
         self._bg.shutdown(wait=True)
         if self._loop is not None:
             self._loop.close()
@@ -180,38 +182,21 @@ class Engine(Recording):
     def index_now(self, initial: bool = False) -> dict[str, Any]:
         """Full scan: bring the file index in line with the folder. Returns the scan report.
         Changes found after the first scan are queued for building layers with high priority."""
-        report = self.index.recovering(self.scanner.scan)
-        if not initial:
-            self._queue(report.changed_paths)
-        self._last_scan = report.to_dict()
-        self._last_scan_at = time.monotonic()
-        return self._last_scan
+        return self.changes.scan(initial)
+
+    @property
+    def last_scan(self) -> dict[str, Any]:
+        """The report of the last full scan (``index_now``'s)."""
+        return dict(self.changes.last_scan)
 
     def _index_replaced(self) -> None:
         """A damaged file index was set aside (lar.core.sqlite_repair): rescan at the next call."""
-        self._last_scan_at = 0.0
+        self.changes.forget_scan()
         self._units_cache = None
 
-    def _detect(self, paths: Sequence[str]) -> dict[str, str | None]:
-        report = self.index.recovering(lambda: self.scanner.refresh(paths))
-        self._queue(report.changed_paths)
-        return {p: report.current.get(p) for p in paths}
-
-    def _queue(self, paths: Iterable[str]) -> None:
-        paths = list(paths)
-        if paths:
-            with self._changed_lock:
-                self._changed.extend(paths)
-
-    def _maybe_rescan(self) -> None:
-        stale = time.monotonic() - self._last_scan_at > self.refresh_interval
-        busy = self._scan_future is not None and not self._scan_future.done()
-        if stale and not busy:
-            self._scan_future = self._bg.submit(self.index_now)
-
     def pending_changes(self) -> list[str]:
-        with self._changed_lock:
-            return list(dict.fromkeys(self._changed))
+        """Paths changed since the building layers last caught up, oldest first."""
+        return self.changes.pending()
 
     # -- scope and layers -------------------------------------------------------------------
     def _units(self) -> list[Unit]:
@@ -227,33 +212,12 @@ class Engine(Recording):
     def scope_view(self, scope: Any = None) -> ScopeView:
         return ScopeView(Scope.parse(scope), self._units, self.root)
 
-    def _select(self, query: Any, layers, exclude) -> tuple[list[tuple[str, Any]], list[LayerRun]]:
-        known = list(self.layers)
-        for n in list(layers or []) + list(exclude or []):
-            if n not in self.layers:
-                raise UnknownLayerError(n, known)
-        if isinstance(query, Mapping):
-            for n in query:
-                if n not in self.layers:
-                    raise UnknownLayerError(n, known)
-        chosen, skipped = [], []
-        for n in known:
-            role = "generate" if "generate" in self.layers[n].roles else "refine"
-            if layers is not None and n not in layers:
-                skipped.append(LayerRun(n, RunState.SKIPPED, "not selected (layers=...)", role=role))
-            elif exclude and n in exclude:
-                skipped.append(LayerRun(n, RunState.SKIPPED, "excluded by the caller", role=role))
-            elif isinstance(query, Mapping) and n not in query:
-                skipped.append(LayerRun(n, RunState.SKIPPED, "not named in the query mapping", role=role))
-            else:
-                chosen.append((n, self.layers[n]))
-        return chosen, skipped
-
     # -- the API ----------------------------------------------------------------------------
     def status(self, scope: Any = None) -> Status:
         return self._recorded("status", {"scope": scope}, lambda: self._status(scope))
 
     def _status(self, scope: Any = None) -> Status:
+        self._check_state()
         view = self.scope_view(scope)
         n, distinct = self.index.counts()
         return Status(
@@ -261,7 +225,7 @@ class Engine(Recording):
             distinct_hashes=len(view.hashes()) if scope else distinct,
             skipped=tuple(self.index.skipped()),
             layers=tuple(layer.status(view) for layer in self.layers.values()),
-            last_scan=dict(self._last_scan))
+            last_scan={**self.last_scan, **self.state_watch.report()})
 
     def warm(self, layers: Sequence[str] | None = None) -> dict[str, str]:
         """Load the models of the model layers now (``layer.warm()``), so that a first search
@@ -316,19 +280,29 @@ class Engine(Recording):
         return [n for n, _ in run_order([(n, self.layers[n]) for n in names])]
 
     async def _asearch(self, request: SearchRequest) -> Result:
+        """The search under its work limit: waits and abandoned work end at its deadline
+        (``lar.core.deadline``), change detection included (``lar.engine.freshness``)."""
         t_call = time.monotonic()
+        with deadline.work_limit(t_call + request.timebox), freshness.search_detection() as skips:
+            result = await self._search_within(request, t_call)
+        return replace(result, runs=freshness.annotate(result.runs, skips)) if skips else result
+
+    async def _search_within(self, request: SearchRequest, t_call: float) -> Result:
+        self._check_state()
         settings = self.fusion_settings(request)
-        chosen, skipped = self._select(request.query, request.layers, request.exclude)
+        chosen, skipped = select_layers(self.layers, request.query, request.layers, request.exclude)
         view = self.scope_view(request.scope)
         tb = request.timebox
         # shared change detection is needed only by building layers that have built something
         building = [n for n, l in chosen if not l.always_current and l.has_built()]
         if not building:
-            self._maybe_rescan()
+            self.changes.maybe_rescan()
         prepare = None
         if building:
-            def prepare():
-                return self._prepare_building(building, inline_budget=0.25 * tb)
+            async def prepare():
+                report = await self._prepare_building(building, inline_budget=0.25 * tb)
+                view.refresh()  # the building layers search the units the stat pass found
+                return report
         with self._active_lock:
             self._active += 1
             self.idle.clear()
@@ -339,15 +313,18 @@ class Engine(Recording):
             fused_at = time.monotonic()
             self.builder.note_request(out.candidates)
             if self.spare_build:
-                await self._spare_build(chosen, t_call + tb * (1.0 - SPARE_RESERVE))
+                await self.spare.run(chosen, t_call + tb * (1.0 - SPARE_RESERVE))
         finally:
             with self._active_lock:
                 self._active -= 1
                 if self._active == 0:
                     self.idle.set()
-        runs = self._coverage_reasons(out.runs, view)
+        runs = coverage_reasons(out.runs, self.layers, view, background=self.builder.running)
         enrich_from = time.monotonic()
-        hits = self.enrich(out.hits, view.scope)
+        fused, stale = currency.current_hits(out.hits, self.index)
+        runs = currency.note_runs(runs, currency.run_notes(
+            stale, self.state_watch.take_notice(), [n for n, l in chosen if not l.always_current]))
+        hits = self.enrich(fused, view.scope)
         if request.tokens is not None:
             hits = within_tokens(hits, request.tokens)
         hits = [h if h.rank == i else replace(h, rank=i) for i, h in enumerate(hits, 1)]
@@ -356,7 +333,7 @@ class Engine(Recording):
         if out.layers_done is not None:  # fusion after the layers, then enrichment (not the spare build)
             self.post_reserve.observe((fused_at - out.layers_done) + (now - enrich_from))
         if hits:
-            self._bg.submit(self._after_search, [h.hash for h in hits])
+            self._bg.submit(self.enricher.after_search, [h.hash for h in hits])
         query = dict(request.query) if isinstance(request.query, Mapping) else request.query
         return Result(query=query, hits=tuple(hits), runs=runs, timebox=tb,
                       elapsed=elapsed, k=request.k, fusion=settings.policy, emphasis=request.emphasis,
@@ -365,171 +342,22 @@ class Engine(Recording):
                       pool=dict(out.pool), layer_hits=out.layer_hits, score_scale=out.score_scale,
                       layers=tuple(request.layers) if request.layers is not None else None)
 
-    async def _spare_build(self, chosen: Sequence[tuple[str, Any]], deadline: float) -> None:
-        """Spend what is left of the timebox (up to ``deadline``) building the chosen layers'
-        units that matter for this search (``Builder.spare``: its candidates' units first). The
-        call returns at the deadline even if a unit is still being built: that unit finishes in
-        the builder's thread and the next call reuses it."""
-        names = [n for n, l in chosen if not l.always_current]
-        left = deadline - time.monotonic()
-        if not names or left < SPARE_MIN_S:
-            return
-        cancel = threading.Event()
-        job = asyncio.get_running_loop().run_in_executor(
-            self._spare_pool, self.builder.spare, names, deadline, cancel)
-        try:
-            await asyncio.wait_for(asyncio.shield(job), timeout=max(0.0, deadline - time.monotonic()))
-        except asyncio.TimeoutError:
-            cancel.set()
-        except Exception:  # building is a courtesy of spare time; never fail a search on it
-            cancel.set()
-
-    def _coverage_reasons(self, runs: Sequence[LayerRun], view: ScopeView) -> tuple[LayerRun, ...]:
-        """Runs of building layers that answered from part of the scope say so in their reason:
-        how much is built, of how many units, and what builds the rest."""
-        from dataclasses import replace
-
-        out = []
-        for r in runs:
-            layer = self.layers.get(r.name)
-            if (layer is not None and not layer.always_current and r.coverage is not None
-                    and r.coverage < 1.0 and r.state in (RunState.RAN, RunState.ABORTED)):
-                try:
-                    n = len(layer.applicable(view))
-                except Exception:
-                    n = 0
-                how = ("building in the background" if self.builder.running else
-                       "searches build it in their spare time; run `lar build` (eng.build()) to finish")
-                note = f"built {100 * r.coverage:.0f} % of {n:,} units; {how}"
-                r = replace(r, reason=f"{r.reason}; {note}" if r.reason else note)
-            out.append(r)
-        return tuple(out)
-
-    def _after_search(self, hashes: list[str]) -> None:
-        for h in dict.fromkeys(hashes):
-            self.reader.snapshot(h)  # keeps returned ids fetchable after edits
-        try:
-            self.index.touch_usage(list(dict.fromkeys(hashes)))
-        except Exception:  # usage is a hint for build priority; never fail a call on it
-            pass
-
     def enrich(self, hits: Sequence[Hit], scope: Any = None) -> list[Hit]:
         """``hits`` with paths, lines and excerpt filled from the current state of their units;
         a hit whose unit is gone, changed or out of ``scope`` is left out (what a search
         returns of its fused hits)."""
-        sc = scope if isinstance(scope, Scope) or scope is None else Scope.parse(scope)
-        out = (self._enrich(h, sc) for h in hits)
-        return [h for h in out if h is not None]
-
-    def _enrich(self, hit: Hit, scope: Scope | None = None) -> Hit | None:
-        """Fill paths, lines and excerpt from the current state of the unit."""
-        from dataclasses import replace
-
-        try:
-            data = self.reader.unit_text(hit.hash)
-        except (HitNotFoundError, StaleSpanError):
-            return None
-        if hit.span.end > len(data):
-            return None
-        paths = tuple(self.index.paths_for_hash(hit.hash)) or hit.paths
-        if scope is not None and not scope.is_everything:
-            paths = tuple(p for p in paths if scope.matches(p, hit.hash))
-            if not paths:
-                return None  # the unit is no longer in scope (e.g. moved since the layer ran)
-        subs = [s for ev in hit.evidence.values() for s in ev.sub_spans]
-        excerpt = hit.excerpt or make_excerpt(data, hit.span, subs)
-        if len(excerpt) > EXCERPT_CHARS:
-            excerpt = excerpt[: EXCERPT_CHARS - 1] + "…"
-        context = dict(hit.context)
-        context.update(self._context_for(hit.hash, hit.span, paths[0] if paths else None))
-        return replace(hit, paths=paths, lines=line_range(data, hit.span.start, hit.span.end),
-                       excerpt=excerpt, context=context)
-
-    def _context_for(self, h: str, span: Span, path: str | None) -> dict[str, Any]:
-        """Match-time metadata: where the span sits in its source (page, cell, line of an
-        extracted format) and what layers that describe structure say (e.g. the enclosing
-        symbol). Layers opt in by defining ``context_for(hash, span, path) -> dict``."""
-        out: dict[str, Any] = {}
-        if path and kind_for(path) in DERIVED_KINDS:
-            try:
-                loc = self.reader.document(h, path).locate(span.start, span.end)
-            except (HitNotFoundError, StaleSpanError):
-                loc = {}
-            if loc:
-                out["source"] = loc
-        for layer in self.layers.values():
-            try:
-                extra = layer.context_for(h, span, path)
-            except Exception:  # context is a courtesy; never fail a call on it
-                extra = None
-            if extra:
-                out.update(extra)
-        return out
-
-    def _resolve_hash(self, prefix: str) -> str:
-        try:
-            return self.index.resolve_prefix(prefix)
-        except HitNotFoundError:
-            found = self.store.find_prefix(prefix)
-            if len(found) == 1:
-                return found[0]
-            raise
+        return self.enricher.enrich(hits, scope)
 
     def fetch(self, hit_id: str, context: int = 0) -> Fetched:
         """The full text of a hit's span (plus ``context`` lines), from any earlier call."""
         return self._recorded("fetch", {"id": hit_id, "context": context},
-                              lambda: self._fetch(hit_id, context))
+                              lambda: self._check_state() or self.units.fetch(hit_id, context))
 
-    def _fetch(self, hit_id: str, context: int = 0) -> Fetched:
-        if isinstance(context, bool) or not isinstance(context, int) or context < 0:
-            raise ConfigError(f"context must be a number of lines >= 0, got {context!r}")
-        prefix, start, end = parse_hit_id(hit_id)
-        h = self._resolve_hash(prefix)
-        known_paths = self.index.paths_for_hash(h)
-        if known_paths:
-            self._detect(known_paths)  # stat check: did the file change since the hit?
-        current_paths = self.index.paths_for_hash(h)
-        try:
-            old = self.reader.unit_text(h)
-        except StaleSpanError:
-            old = None
-        if old is not None and end > len(old):
-            raise HitNotFoundError(f"hit {hit_id!r} ends at byte {end} but the unit has {len(old)} bytes")
-        if current_paths and old is not None:
-            return self._fetched(hit_id, current_paths[0], h, old, start, end, context)
-        # the unit changed since the hit: re-anchor the span's text in the current file
-        if old is None:
-            raise StaleSpanError(
-                f"hit {hit_id!r}: its file changed and no copy of the old text was kept; search again")
-        needle = old[start:end]
-        for path in self.index.past_paths(h):
-            try:
-                new_hash, _ = self.reader.read_path(path)
-                self._detect([path])
-                data = self.reader.unit_text(new_hash, path)
-            except (HitNotFoundError, ScopeError, StaleSpanError):
-                continue
-            positions = [m.start() for m in re.finditer(re.escape(needle), data)] if needle else []
-            if positions:
-                pos = min(positions, key=lambda p: abs(p - start))
-                self._detect([path])
-                new_id = Span(new_hash, pos, pos + len(needle)).id
-                note = (f"{path} changed since this hit; its text was found again at bytes "
-                        f"{pos}-{pos + len(needle)} (id {new_id})")
-                return self._fetched(hit_id, path, new_hash, data, pos, pos + len(needle), context,
-                                     changed=True, current_id=new_id, note=note)
-        raise StaleSpanError(
-            f"hit {hit_id!r}: the file it came from changed and the hit's text no longer exists "
-            f"in it (paths it had: {', '.join(self.index.past_paths(h)) or 'none'}); search again")
-
-    def _fetched(self, hit_id, path, h, data, start, end, context, **kw) -> Fetched:
-        cs, ce = expand_to_lines(data, start, end, context)
+    def _note_fetch(self, h: str) -> None:
+        """A fetched unit: its text is kept and its use counted (in the background), and it
+        goes first in the build order."""
         self._bg.submit(self._touch_fetch, h)
         self.recent_fetches.append(h)
-        src = self._context_for(h, Span(h, start, end), path)
-        return Fetched(id=hit_id, path=path, hash=h, start=start, end=end, source=src,
-                       lines=line_range(data, start, end), text=decode_span(data, start, end),
-                       context_lines=line_range(data, cs, ce), context_text=decode_span(data, cs, ce), **kw)
 
     def _touch_fetch(self, h: str) -> None:
         try:
@@ -540,38 +368,23 @@ class Engine(Recording):
 
     def inventory(self, scope: Any = None) -> list[InventoryItem]:
         """Every permitted unit in scope, with no relevance match (the independent enumerator)."""
-        return self._recorded("inventory", {"scope": scope}, lambda: [
+        return self._recorded("inventory", {"scope": scope}, lambda: self._check_state() or [
             InventoryItem(u.path, u.hash, u.size, u.mtime_ns) for u in self.scope_view(scope).units()])
 
     def read_bytes(self, path_or_hash: str, span: tuple[int, int] | None = None, *,
                    raw: bool = False) -> bytes:
         """The unit's text (extracted text for PDF, notebooks, HTML; ``raw=True`` for the file's
         own bytes), or the byte ``span`` of it: the coordinates hits use."""
-        return self._read_unit(path_or_hash, span, raw=raw)[3]
-
-    def _read_unit(self, path_or_hash: str, span: tuple[int, int] | None = None, *,
-                   raw: bool = False) -> tuple[str, int, int, bytes]:
-        """(hash, start, end, bytes) of what ``read_bytes`` returns."""
-        if isinstance(path_or_hash, str) and _HEX.match(path_or_hash) and not (self.root / path_or_hash).exists():
-            h = self._resolve_hash(path_or_hash)
-            data = self.reader.read(h) if raw else self.reader.unit_text(h)
-        else:
-            h, data = self.reader.read_path(path_or_hash)
-            if not raw:
-                data = self.reader.unit_text(h, normalize_relpath(self.root, path_or_hash))
-        if span is not None:
-            s, e = span
-            if not (0 <= s <= e <= len(data)):
-                raise ConfigError(f"span {span} is outside the unit (0..{len(data)} bytes)")
-            return h, s, e, data[s:e]
-        return h, 0, len(data), data
+        self._check_state()
+        return self.units.read_unit(path_or_hash, span, raw=raw)[3]
 
     def read(self, path_or_hash: str, span: tuple[int, int] | None = None) -> str:
         """Read any unit (by path inside the root, or by content hash), optionally a byte span."""
         got: list[str] = []
 
         def run() -> str:
-            h, s, e, data = self._read_unit(path_or_hash, span)
+            self._check_state()
+            h, s, e, data = self.units.read_unit(path_or_hash, span)
             got.append(f"{h[:12]}:{s}-{e}")
             return data.decode("utf-8", errors="replace")
 
@@ -580,11 +393,7 @@ class Engine(Recording):
 
     def document(self, path_or_hash: str):
         """The unit's ``lar.store.extract.Document``: its text plus structure and source map."""
-        if _HEX.match(path_or_hash) and not (self.root / path_or_hash).exists():
-            h = self._resolve_hash(path_or_hash)
-            return self.reader.document(h)
-        h, _ = self.reader.read_path(path_or_hash)
-        return self.reader.document(h, normalize_relpath(self.root, path_or_hash))
+        return self.units.document(path_or_hash)
 
     def build(self, timebox: Any = 30.0, layers: Sequence[str] | None = None,
               scope: Any = None, progress=None) -> dict[str, Any]:
@@ -593,6 +402,7 @@ class Engine(Recording):
         (optional): called as ``progress(layer, done, total)`` as units are built (e.g.
         ``lar.apps.progress.BuildProgress``, the bars ``lar build`` shows)."""
         def run() -> dict[str, Any]:
+            self._check_state()
             for n in layers or []:
                 if n not in self.layers:
                     raise UnknownLayerError(n, list(self.layers))
@@ -613,36 +423,16 @@ class Engine(Recording):
         """Shared change detection for building layers: a stat pass over the folder, then the
         units of changed files are indexed at once (within ``inline_budget`` seconds)."""
         t0 = time.monotonic()
-        if time.monotonic() - self._last_scan_at >= self.freshness:
-            await asyncio.to_thread(self.index_now)
+        if self.changes.scan_age() >= self.freshness and self.watch.stale():
+            await asyncio.to_thread(freshness.scan, self.index_now)
         changed = self.pending_changes()
-        deadline = time.monotonic() + inline_budget
+        until = time.monotonic() + inline_budget
         built = 0
-        for name in names:
+        for name in names if changed else ():  # nothing changed: no thread hop per layer
             layer = self.layers[name]
-            built += await asyncio.to_thread(self.builder.build_changed, layer, changed, deadline)
-        self._prune_changes()
+            built += await asyncio.to_thread(self.builder.build_changed, layer, changed, until)
+        self.changes.prune(list(self.layers.values()))
         return {"stat_pass_s": time.monotonic() - t0, "inline_built": built}
-
-    def _prune_changes(self) -> None:
-        """Drop queued paths that every building layer has caught up with."""
-        layers = [l for l in self.layers.values() if not l.always_current]
-        with self._changed_lock:
-            paths = list(dict.fromkeys(self._changed))
-        if not paths:
-            return
-        recs = self.index.get_many(paths)
-        keep = []
-        for p in paths:
-            r = recs.get(p)
-            if r is None or r.deleted:
-                continue
-            unit = [Unit(p, r.hash, r.size)]
-            if any(l.pending(unit) for l in layers):
-                keep.append(p)
-        with self._changed_lock:
-            self._changed = keep
-
 
 def open(root: str | os.PathLike = ".", state: str | os.PathLike | None = None, **kw) -> Engine:  # noqa: A001
     """Open an engine on ``root`` (state in ``<root>/.lar`` unless ``state`` is given)."""

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from lar.engine import childwatch
+
 
 class LoopThread:
     """A private asyncio loop running in a daemon thread."""
 
     def __init__(self) -> None:
+        childwatch.install()  # its children are ripgrep's: see lar.engine.childwatch
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="lar-loop", daemon=True)
         self.thread.start()

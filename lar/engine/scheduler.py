@@ -28,7 +28,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+from lar.core.deadline import work_limit
+from lar.core.errors import DeadlineExceeded
 from lar.core.layer import BaseLayer, ScopeView, Unit
+from lar.engine.share import BuildShare
+from lar.engine.warmup import LOADING_REASON, load_within
 
 if TYPE_CHECKING:
     from lar.store.fileindex import FileIndex
@@ -60,9 +64,11 @@ class Builder:
         self._thread: threading.Thread | None = None
         self.built_in_background = 0
         self.built_in_spare_time = 0
+        self.busy_with: str | None = None  # the layer the background build works through now
         self.unit_seconds: dict[str, float] = {}  # per layer: moving average of one unit's build
         self._spare_lock = threading.Lock()
         self.cancel_spare = threading.Event()  # set when the engine closes
+        self.share = BuildShare()  # the background builder's share while searches run
 
     # -- what to build ----------------------------------------------------------------------
     def layers(self, names: Iterable[str] | None = None) -> list[tuple[str, Any]]:
@@ -92,13 +98,22 @@ class Builder:
         view = self.ctx.scope_view(scope)
         return self.order(layer.pending(view.units()))
 
-    def build_unit(self, name: str, layer, unit: Unit) -> str:
-        """Build one unit and keep the layer's time per unit (what spare time plans with)."""
+    def build_unit(self, name: str, layer, unit: Unit, deadline: float | None = None,
+                   cancel=None) -> str:
+        """Build one unit under ``deadline`` and ``cancel`` (the work limit the encoders check
+        between batches, ``lar.core.deadline``) and keep the layer's time per unit (what spare
+        time plans with). Returns the unit's state, or "aborted" when it was abandoned at the
+        limit (it stays pending; its time so far is a lower bound of its cost)."""
         t0 = time.monotonic()
-        state = layer.build_one(unit)
+        try:
+            with work_limit(deadline, cancel):
+                state = layer.build_one(unit)
+        except DeadlineExceeded:
+            state = "aborted"
         dt = time.monotonic() - t0
         old = self.unit_seconds.get(name)
-        self.unit_seconds[name] = dt if old is None else 0.8 * old + 0.2 * dt
+        self.unit_seconds[name] = (dt if old is None else 0.8 * old + 0.2 * dt) \
+            if state != "aborted" else max(dt, old or 0.0)
         return state
 
     def loaded(self, name: str, layer) -> bool:
@@ -147,9 +162,10 @@ class Builder:
                     if not queues[name]:
                         del queues[name]
                     t = time.monotonic()
-                    self.build_unit(name, layer_of[name], unit)
+                    state = self.build_unit(name, layer_of[name], unit, deadline,
+                                            (cancel, self.cancel_spare))
                     spent[name] += time.monotonic() - t
-                    built += 1
+                    built += state != "aborted"
             self.built_in_spare_time += built
             return built
         finally:
@@ -176,6 +192,11 @@ class Builder:
                 continue
             seq = self.ctx.index.max_seq()  # the cursor a complete pass may move to
             todo = self.plan(layer, scope)
+            if todo and not self.loaded(name, layer) and not load_within(layer, deadline):
+                report["layers"][name] = {"state": "aborted", **counts, "pending": len(todo),
+                                          "coverage": round(layer.coverage(view), 4),
+                                          "reason": LOADING_REASON}
+                continue
             repairs = repair_count(layer)
             if progress is not None:
                 progress(name, 0, len(todo))
@@ -204,7 +225,10 @@ class Builder:
         for i, u in enumerate(todo, start + 1):
             if time.monotonic() >= deadline or cancel.is_set():
                 return "aborted"
-            counts[self.build_unit(name, layer, u)] += 1
+            got = self.build_unit(name, layer, u, deadline, cancel)
+            if got == "aborted":  # the timebox ended inside this unit
+                return "aborted"
+            counts[got] += 1
             if progress is not None:
                 progress(name, i, total)
         return "ran"
@@ -217,7 +241,8 @@ class Builder:
         for u in layer.pending(units):
             if time.monotonic() >= deadline:
                 break
-            self.build_unit(layer.name, layer, u)
+            if self.build_unit(layer.name, layer, u, deadline) == "aborted":
+                break
             n += 1
         return n
 
@@ -235,6 +260,7 @@ class Builder:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self.busy_with = None
 
     @property
     def running(self) -> bool:
@@ -249,16 +275,20 @@ class Builder:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            if not self.ctx.idle.wait(timeout=0.5):  # a search is running: yield to it
+            if not self.share.wait_turn(self.ctx.idle, self._stop):  # yield to searches, for a while
                 continue
+            t0 = time.monotonic()  # the builder's step: planning and the unit
             try:
                 nxt = self._next()
             except Exception:  # the engine is closing or the index is busy: try again later
                 nxt = None
             if nxt is None:
+                self.busy_with = None
                 self._wake.clear()
                 self._wake.wait(timeout=2.0)
                 continue
             name, layer, unit = nxt
-            self.build_unit(name, layer, unit)
-            self.built_in_background += 1
+            self.busy_with = name
+            if self.build_unit(name, layer, unit, cancel=self._stop) != "aborted":
+                self.built_in_background += 1
+            self.share.built(time.monotonic() - t0)

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from lar.fusion.model import load_model
+from lar.fusion.partial import guarded_scores
 from lar.fusion.probe import probe_runs
 from lar.fusion.rrf import DEFAULT_C, rrf
 from lar.fusion.scales import route_values
@@ -40,7 +41,8 @@ def partial_factors(runs: Runs, partial, depth: int = PARTIAL_DEPTH) -> dict[str
 
 
 def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEFAULT_C,
-                    partial=(), backgrounds=None, units: Mapping[Key, Any] | None = None):
+                    partial=(), backgrounds=None, units: Mapping[Key, Any] | None = None,
+                    guard_slots: bool = True):
     """Query-adaptive fusion. Returns ``(items, probes, weights, fits)``: the fused items, each
     route's :class:`lar.fusion.probe.RouteProbe`, its weight and its background fit (None when
     it has none).
@@ -49,7 +51,12 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     built index): each one's weight is multiplied by :func:`partial_factors` (how much of the
     complete routes' leading candidates it scored, on the lists fused: units or places), so
     that a half-done scan of the wrong units does not outvote the complete lists. The factor is
-    on the route's probe (``partial_factor``).
+    on the route's probe (``partial_factor``). When some route finished, a partial route then
+    enters only for the keys it scored (:func:`guarded`, :func:`lar.fusion.partial.guarded_scores`):
+    the finished routes' own fusion is the order, keys only partial routes found follow it, and
+    each partial route re-sorts the keys it scored among the positions they hold, by the
+    finished fusion's score plus its weighted value; every other key keeps its position
+    (``guard_slots=False``: the weight factor alone, as before).
 
     ``backgrounds`` (``{route: ScoreBackground or its dict}``, see :mod:`lar.core.background`)
     is what a ``"bgz"`` model reads each route's scores against; routes without one use ``tailz``.
@@ -66,6 +73,10 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     table = collect(runs)
     model = load_model(model)
     dedup = {r: table.distinct(r) for r in table.routes}
+    cut = [r for r in table.routes if r in partial and dedup[r]]
+    finished = [r for r in table.routes if r not in partial and dedup[r]]
+    if guard_slots and cut and finished:
+        return guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, units)
     if units is not None:  # falls back to places when no route's unit list carries signal
         lists = {r: by_unit(items, units) for r, items in dedup.items()}
         probes, fits, weights, live = weigh(lists, model, partial, backgrounds)
@@ -79,17 +90,33 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     return by_score(table, scores, k), probes, weights, fits
 
 
+def guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, units):
+    """Adaptive fusion with cut-short routes entering only for the keys they scored
+    (:func:`lar.fusion.partial.guarded_scores`): the finished routes' own fusion is the order,
+    each partial route re-sorts its keys among their positions. Probes and weights are those
+    of all routes together (the report shows the partial factors)."""
+    cheap = adaptive_fusion({r: runs[r] for r in finished}, None, model, c, (), backgrounds, units)[0]
+    lists = dedup if units is None else {r: by_unit(items, units) for r, items in dedup.items()}
+    probes, fits, weights, live = weigh(lists, model, partial, backgrounds)
+    values = [(w, vals, floor) for r, w, vals, floor in live if r in partial]
+    unit_of = None if units is None else (lambda key: units.get(key, key))
+    scores = guarded_scores(list(table.cands), [(it.key, it.score) for it in cheap], values, unit_of)
+    return by_score(table, scores, k), probes, weights, fits
+
+
 def weigh(lists, model, partial, backgrounds):
     """Probes, background fits and weights of ``lists`` (``{route: [(key, score), ...]}``
     distinct keys, best first), and the live routes as ``(route, weight, values, floor)``."""
     probes, fits = probe_runs(lists)
-    values = route_values(lists, fits, model.norm, backgrounds)
     weights = {r: model.weights_for(r).weight(probes[r]) for r in lists}
     for r, f in partial_factors(lists, partial).items():  # on the lists it fuses (units or places)
         weights[r] *= f
         probes[r] = replace(probes[r], partial_factor=f)
+    # each route's values depend on its own list only: a route weighted 0 needs none
+    values = route_values({r: items for r, items in lists.items() if weights[r] > 0}, fits,
+                          model.norm, backgrounds)
     live = [(r, weights[r], *values[r]) for r in lists if weights[r] > 0 and r in values]
     return probes, fits, weights, live
 
 
-__all__ = ["PARTIAL_DEPTH", "adaptive_fusion", "partial_factors", "weigh"]
+__all__ = ["PARTIAL_DEPTH", "adaptive_fusion", "guarded", "partial_factors", "weigh"]

@@ -99,9 +99,13 @@ def _check(per_layer: Mapping[str, Sequence[Hit]]) -> None:
                 )
 
 
-def group_hits(per_layer: Mapping[str, Sequence[Hit]]) -> list[Group]:
-    """Group the layers' hits (see the module docstring); groups in creation order."""
+def group_hits(per_layer: Mapping[str, Sequence[Hit]], fast: bool = True) -> list[Group]:
+    """Group the layers' hits (see the module docstring); groups in creation order. One layer's
+    list (``fast``, the default) takes a direct path with the same result: its distinct spans,
+    one group each, ranked by position (``fast=False`` runs the general rules, for tests)."""
     _check(per_layer)
+    if fast and len(per_layer) == 1:
+        return _one_layer(*next(iter(per_layer.items())))
     groups: list[_Building] = []
     by_rep: dict[Span, _Building] = {}
     by_hash: dict[str, list[_Building]] = {}  # each hash's groups, in creation order
@@ -135,6 +139,25 @@ def group_hits(per_layer: Mapping[str, Sequence[Hit]]) -> list[Group]:
                     by_rep.pop(old_rep, None)
                 by_rep[target.rep] = target  # type: ignore[index]
     return [_group(g) for g in groups if g.rep is not None]  # always true: built with a member
+
+
+def _one_layer(layer: str, hits: Sequence[Hit]) -> list[Group]:
+    """The groups of a single layer's list: under the rules above no hit joins another (each
+    group already has a member of this layer), so each distinct span is its own group."""
+    seen: set[Span] = set()
+    out = []
+    for hit in hits:
+        span = hit.span
+        if span in seen:
+            continue
+        seen.add(span)
+        g = object.__new__(Group)
+        object.__setattr__(g, "key", span.id)
+        object.__setattr__(g, "span", span)
+        object.__setattr__(g, "members", MappingProxyType({layer: hit}))
+        object.__setattr__(g, "ranks", MappingProxyType({layer: len(out) + 1}))
+        out.append(g)
+    return out
 
 
 def _group(g: _Building) -> Group:
@@ -176,6 +199,34 @@ def runs_for_fusion(
     return runs
 
 
+def member_ranks(group: Group, ranks_override: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Each member layer's rank: the group's own, or ``ranks_override[layer]`` where given
+    (checked: known layers, integers >= 1)."""
+    override = dict(ranks_override or {})
+    unknown = sorted(set(override) - set(group.members))
+    if unknown:
+        raise ConfigError(
+            f"ranks_override names layers {unknown} that are not members of group {group.key!r}; "
+            f"members: {list(group.members)}"
+        )
+    out = {}
+    for layer in group.members:
+        rank = override.get(layer, group.ranks[layer])
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+            raise ConfigError(f"rank for layer {layer!r} must be an integer >= 1; got {rank!r}")
+        out[layer] = rank
+    return out
+
+
+def representative(group: Group) -> tuple[Hit, tuple[str, ...]]:
+    """The member whose span is the group's, and the union of the members' paths (its first)."""
+    rep_hit = next(h for h in group.members.values() if h.span == group.span)
+    paths = list(rep_hit.paths)
+    for hit in group.members.values():
+        paths.extend(p for p in hit.paths if p not in paths)
+    return rep_hit, tuple(paths)
+
+
 def merged_hit(group: Group, ranks_override: Mapping[str, int] | None = None) -> Hit:
     """One ``Hit`` for the whole group.
 
@@ -185,32 +236,19 @@ def merged_hit(group: Group, ranks_override: Mapping[str, int] | None = None) ->
     given.  Excerpt, lines and context come from the member whose span is the representative;
     paths are the union of the members' paths, the representative's first.
     """
-    override = dict(ranks_override or {})
-    unknown = sorted(set(override) - set(group.members))
-    if unknown:
-        raise ConfigError(
-            f"ranks_override names layers {unknown} that are not members of group {group.key!r}; "
-            f"members: {list(group.members)}"
-        )
-    evidence = {}
-    for layer, hit in group.members.items():
-        rank = override.get(layer, group.ranks[layer])
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-            raise ConfigError(f"rank for layer {layer!r} must be an integer >= 1; got {rank!r}")
-        evidence[layer] = replace(hit.evidence[layer], rank=rank)
-    rep_hit = next(h for h in group.members.values() if h.span == group.span)
-    paths = list(rep_hit.paths)
-    for hit in group.members.values():
-        paths.extend(p for p in hit.paths if p not in paths)
+    ranks = member_ranks(group, ranks_override)
+    evidence = {layer: replace(hit.evidence[layer], rank=ranks[layer])
+                for layer, hit in group.members.items()}
+    rep_hit, paths = representative(group)
     return Hit(
         span=group.span,
         signals=tuple(group.members),
         evidence=evidence,
-        paths=tuple(paths),
+        paths=paths,
         lines=rep_hit.lines,
         excerpt=rep_hit.excerpt,
         context=rep_hit.context,
     )
 
 
-__all__ = ["Group", "group_hits", "merged_hit", "runs_for_fusion"]
+__all__ = ["Group", "group_hits", "member_ranks", "merged_hit", "representative", "runs_for_fusion"]

@@ -11,17 +11,18 @@ fused place back into one :class:`~lar.core.types.Hit` carrying every member lay
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 from lar.core.background import background_from
 from lar.core.types import Hit, LayerRun, RunState
 from lar.fusion.adaptive import adaptive_fusion
-from lar.fusion.grouping import Group, group_hits, merged_hit, runs_for_fusion
+from lar.fusion.emit import fused_hit
+from lar.fusion.grouping import Group, group_hits, runs_for_fusion
 from lar.fusion.model import load_model
 from lar.fusion.policies import check_policy, fuse
-from lar.fusion.probe import probe_runs, with_probe
+from lar.fusion.probe import probe_runs
 from lar.fusion.rrf import DEFAULT_C
 
 
@@ -109,9 +110,7 @@ def fuse_hits(per_layer: Mapping[str, Sequence[Hit]], settings: FusionSettings,
         items = fuse(settings.policy, places, k=settings.k, c=settings.c)
         probes, fits = probe_runs(places)
     by_key = {g.key: g for g in groups}
-    hits = tuple(replace(with_probe(merged_hit(by_key[it.key], dict(it.ranks)), fits),
-                         score=float(it.score), rank=i)
-                 for i, it in enumerate(items, 1))
+    hits = tuple(fused_hit(by_key[it.key], it.ranks, fits, it.score, i) for i, it in enumerate(items, 1))
     if settings.policy == "adaptive":
         live = any(w > 0 for w in weights.values())
         scale = f"adaptive-{load_model(settings.model).norm}" if live else "rrf"

@@ -32,7 +32,8 @@ def unit_scores(table: CandidateTable, dedup, units, live, weights, norm, backgr
         if unit not in unit_score:
             unit_score[unit] = math.fsum(w * vals.get(unit, floor) for _, w, vals, floor in live)
     _, key_fits = probe_runs(dedup)
-    key_values = route_values(dedup, key_fits, norm, backgrounds)
+    key_values = route_values({r: items for r, items in dedup.items() if weights[r] > 0}, key_fits,
+                              norm, backgrounds)
     used = [(weights[r], *key_values[r]) for r in dedup if weights[r] > 0 and r in key_values]
     own = {key: math.fsum(w * vals.get(key, floor) for w, vals, floor in used) for key in table.cands}
     best: dict[Any, Key] = {}

@@ -11,8 +11,10 @@ the chunk's byte range and its sub-spans are the query's words found in it.
 Config keys (``lar.open(..., config={...})``): ``bm25_tokenizer`` ("auto-v1", "code-v1",
 "prose-v1", "plain-v1"), ``bm25_stem`` (True), ``bm25_k1`` (1.5), ``bm25_b`` (0.75),
 ``bm25_method`` ("lucene"), ``bm25_chunk_bytes`` (prose/LaTeX chunk target), ``bm25_code_chunk_bytes``,
-``bm25_idf`` ("global", the default: every term rescaled to its IDF over all segments;
-"segment": each segment's own IDF, which buries a just-edited file in a one-unit delta),
+``bm25_idf`` ("global", the default: scores use the statistics of the live docs over all
+segments, IDF, doc count and average length, so they equal a clean build's whatever the edit
+history, ``lar.layers.kits.lexical.corpus_stats``; "segment": each segment's own statistics,
+which bury a just-edited file in a one-unit delta),
 ``bm25_max_deltas`` (3), ``bm25_delta_fraction`` (0.1), ``bm25_dead_fraction`` (0.2) and
 ``bm25_sync_units`` (units a search indexes itself before leaving the rest to a thread).
 Without the optional packages (``pip install 'lar[lexical]'``: bm25s, PyStemmer) the layer
@@ -27,6 +29,7 @@ from lar.core.background import ScoreMoments
 from lar.core.building import BuildingLayer, SkipUnit
 from lar.layers.kits.chunking import CHUNKER_VERSION
 from lar.core.errors import ConfigError, QueryError
+from lar.core.fasthit import layer_hit
 from lar.core.layer import Budget, LayerContext, ScopeView, Unit
 from lar.layers.kits.lexical.chunks import CODE_CHUNKER_VERSION, Highlighter, UnitStore, chunk_spans
 from lar.layers.kits.lexical.index import missing_dependency, SegmentedIndex
@@ -175,9 +178,10 @@ class BM25Layer(SegmentedLayer):
         return parse_query(query)
 
     def score(self, text: str, terms: list[str], allowed: set[str], paths: dict[str, str],
-              budget: Budget) -> list[Hit]:
+              budget: Budget, live: frozenset[str] | None = None) -> list[Hit]:
         moments = ScoreMoments()
-        results, partial = self.index.search(terms, budget.pool, allowed, budget.expired, moments)
+        results, partial = self.index.search(terms, budget.pool, allowed, budget.expired, moments,
+                                             live=live)
         budget.set_background(moments.result())
         hits = self._hits(text, results, budget, paths)
         if partial:
@@ -191,6 +195,7 @@ class BM25Layer(SegmentedLayer):
         marker = Highlighter(*self.tokenizer.surface(text))
         texts: dict[str, bytes | None] = {}
         hits: list[Hit] = []
+        kind = self.score_kind
         for score, h, s, e in results:
             if budget.expired():
                 budget.mark_partial()
@@ -204,7 +209,7 @@ class BM25Layer(SegmentedLayer):
             if data is None or e > len(data):
                 continue
             subs = marker.find(data, s, e) if len(hits) < SUBSPAN_HITS else []
-            hits.append(Hit.single(self.name, Span(h, s, e), rank=len(hits) + 1, score=score,
-                                   score_kind=self.score_kind, query=text, sub_spans=subs))
+            hits.append(layer_hit(self.name, Span(h, s, e), rank=len(hits) + 1, score=score,
+                                  score_kind=kind, query=text, sub_spans=subs))
         budget.offer(hits)
         return hits

@@ -9,6 +9,12 @@ Query forms (advertised in the status):
 Case is smart by default (insensitive unless the pattern has an upper-case letter).
 Spans are byte offsets of the matched line (without its newline); sub-spans are the matches.
 The ripgrep output read before the deadline is ranked; a run cut short reports ``aborted``.
+
+grep sees the files the building layers index: ripgrep reads every file as text (``--text``;
+its own binary detection would drop a file whose first NUL byte lies past the scanner's 8 KiB
+sniff) except those the scanner skipped as binary (``lar.store.binaryignore``), and a match
+counts only in a file the scanner indexed (the stat check drops the rest); a file name may hold a newline (paths end at the NUL ``--null`` puts
+after them). Formats whose units are extracted text (PDF) are left to the layers that read it.
 """
 from __future__ import annotations
 
@@ -24,6 +30,8 @@ from typing import Any
 from lar.core.errors import QueryError
 from lar.core.layer import BaseLayer, Budget, ScopeView
 from lar.core.scope import material, state_glob
+from lar.store.binaryignore import ignore_path
+from lar.store.extract import BINARY_EXTRACTABLE
 from lar.store.rg import BASE_FLAGS, ignore_flags, rg_path
 from lar.core.types import Hit, Span
 
@@ -34,8 +42,9 @@ _STOP = frozenset(
 )
 MAX_OUTPUT_BYTES = 64 << 20
 _WINDOW = 4096  # bytes read on each side of a match to find its line
-# one match per line of rg output: path NUL line ':' byte-offset ':' match
-_ROW_RE = re.compile(rb"([^\0\n]*)\0(\d+):(\d+):([^\n]*)\n")
+# one match per line of rg output: path NUL line ':' byte-offset ':' match; a path may hold a
+# newline and (with --text) a match a NUL, never a newline
+_ROW_RE = re.compile(rb"([^\0]*)\0(\d+):(\d+):([^\n]*)\n")
 
 
 @dataclass(frozen=True)
@@ -115,7 +124,7 @@ class GrepLayer(BaseLayer):
         (Measured: ``--json`` output costs lar 3-4 us of Python per matching line to decode;
         this form is parsed by one C-level regex over the whole buffer.)"""
         cmd = [rg_path(), *BASE_FLAGS, *ignore_flags(self.ctx.root), "--max-filesize",
-               str(self.ctx.max_bytes), "--null", "--with-filename", "--line-number",
+               str(self.ctx.max_bytes), "--text", "--null", "--with-filename", "--line-number",
                "--byte-offset", "--only-matching", "--no-heading", "--color", "never"]
         cmd += {"smart": ["--smart-case"], "sensitive": ["--case-sensitive"],
                 "insensitive": ["--ignore-case"]}[q.case]
@@ -126,9 +135,14 @@ class GrepLayer(BaseLayer):
         # Excluding globs only narrow, so they go to rg; lar's state folder is always excluded.
         for g in scope.scope.exclude:
             cmd += ["--glob", f"!{g}"]
+        for ext in sorted(BINARY_EXTRACTABLE):  # their units are extracted text, not the bytes
+            cmd += ["--iglob", f"!*{ext}"]
         state = state_glob(self.ctx.root, self.ctx.state_dir)
         if state:
             cmd += ["--glob", f"!{state}"]
+        skips = ignore_path(self.ctx.state_dir)  # the files the scanner skipped as binary
+        if skips.exists():
+            cmd += ["--ignore-file", str(skips)]
         for p in q.patterns:
             cmd += ["-e", p]
         cmd.append("./")
@@ -180,7 +194,8 @@ class GrepLayer(BaseLayer):
                 loop.create_task(proc.wait())  # reap it without holding up the caller
         if not killed and proc.returncode == 2 and not chunks:
             err = (await proc.stderr.read()).decode(errors="replace").strip()
-            raise QueryError("grep", f"ripgrep refused the pattern(s) {list(q.patterns)!r}: {err}")
+            if err:  # with no message: nothing matched and some path could not be read
+                raise QueryError("grep", f"ripgrep refused the pattern(s) {list(q.patterns)!r}: {err}")
         if killed:
             budget.mark_partial()
         budget.coverage = None if killed else 1.0
@@ -224,8 +239,7 @@ class GrepLayer(BaseLayer):
             if pos and time.monotonic() > budget.deadline - (0.008 + 1e-6 * len(line_sig)):
                 cut_short = True
                 break
-            cut = out.find(b"\n", min(len(out), pos + step) - 1)
-            cut = len(out) if cut < 0 else cut + 1
+            cut = row_end(out, min(len(out), pos + step) - 1)
             rows = _ROW_RE.findall(out, pos, cut)
             pos = cut
             for path, lineno, off, m in rows:
@@ -366,6 +380,19 @@ class GrepLayer(BaseLayer):
         if end > start and buf[end - 1:end] == b"\r":
             end -= 1
         return lo + start, lo + end, buf[start:end]
+
+
+def row_end(out: bytes, at: int) -> int:
+    """The index just past the first row end at or after ``at``: a newline with no newline
+    between it and the NUL before it (a newline inside a path has its row's own end between)."""
+    while True:
+        c = out.find(b"\n", at)
+        if c < 0:
+            return len(out)
+        z = out.rfind(b"\0", 0, c)
+        if z >= 0 and out.find(b"\n", z, c) < 0:
+            return c + 1
+        at = c + 1
 
 
 def _path_str(raw: bytes) -> str:

@@ -15,8 +15,10 @@ files whose extension names no language (scripts without extension, unusual exte
 Hits are the matched nodes as byte spans (ast-grep counts characters; they are converted to
 byte offsets exactly, also after non-ASCII text or bytes that are not UTF-8), with the captured
 metavariables (``$A``, ``$$$ARGS``; names starting with ``_`` capture nothing) and their spans
-in the evidence details and as sub-spans. Files are searched in path order; the layer checks
-the budget between files, stops at the pool size, and reports coverage = files searched /
+in the evidence details and as sub-spans. Files are searched in path order, files of 256 KiB
+or more last: ast-grep holds the GIL while it parses, so those are parsed in a worker process
+that is killed at the deadline (``lar.layers.kits.code.sgproc``; a 10 MB file takes ~10 s),
+and the run says which file was cut off. The layer checks the budget between files, stops at the pool size, and reports coverage = files searched /
 files of the language. Errors (``QueryError``, naming the pattern or language): an unknown
 language; a pattern ast-grep refuses in every language searched (empty, several nodes, ...);
 a pattern that matched nothing in a complete scan and whose top node does not parse in any of
@@ -32,11 +34,16 @@ from typing import Any, Iterable
 
 from lar.layers.kits.code.langs import (SG_CHECKED, SG_EXTENSIONS, SG_EXTRA_CLAIMS, SG_LANGUAGES, extension,
                           normalize_sg_language, sg_language)
+from lar.layers.kits.code.sgmatch import raw_matches
+from lar.layers.kits.code.sgproc import PROCESS_BYTES, DeadlineHit, match_in_process
 from lar.core.errors import QueryError, require
 from lar.core.layer import BaseLayer, Budget, ScopeView, Unit
 from lar.core.types import Hit, Span
 
 CAPTURE_CHARS = 200
+# the worker parsing a large file is killed this long before the layer's deadline, so that the
+# layer still returns what it found, with its reason, before the orchestrator cancels it
+WORKER_SLACK = 0.05
 _METAVAR = re.compile(r"(\$+)([A-Z_][A-Z0-9_]*)")
 _SURROGATE = re.compile("[\udc80-\udcff]")
 
@@ -229,7 +236,8 @@ class StructuralLayer(BaseLayer):
 
     def _search(self, q: PatternQuery, scope: ScopeView, budget: Budget) -> list[Hit]:
         sg = require("ast_grep_py", "code")
-        todo = self.files(q, scope)
+        # large files last: each is parsed in a worker process that the deadline may cut off
+        todo = sorted(self.files(q, scope), key=lambda t: t[0].size >= PROCESS_BYTES)
         if not todo:
             budget.set_coverage(1.0)
             return []
@@ -258,7 +266,15 @@ class StructuralLayer(BaseLayer):
                 data = self.ctx.reader.unit_text(u.hash, u.path)
             except Exception:  # changed or vanished since the scan: nothing to match
                 continue
-            for span, subs, details in self._matches(sg, data, lang, q, single, multi):
+            try:
+                found = self._matches(sg, data, lang, q, single, multi,
+                                      budget.deadline - WORKER_SLACK)
+            except DeadlineHit:  # a large file's parse was cut off at the deadline
+                done -= 1
+                budget.mark_partial(f"parsing {u.path} ({len(data):,} bytes) did not finish "
+                                    "within the timebox; a longer timebox searches it")
+                break
+            for span, subs, details in found:
                 hits.append(Hit.single(
                     self.name, Span(u.hash, *span), rank=len(hits) + 1, score=1.0,
                     score_kind="structural match (ast-grep)", query=q.describe(),
@@ -275,7 +291,11 @@ class StructuralLayer(BaseLayer):
 
     @staticmethod
     def _matches(sg, data: bytes, lang: str, q: PatternQuery, single: list[str],
-                 multi: list[str]) -> list[tuple[tuple[int, int], list[tuple[int, int]], dict]]:
+                 multi: list[str], deadline: float | None = None
+                 ) -> list[tuple[tuple[int, int], list[tuple[int, int]], dict]]:
+        """The matches in ``data``: (span, capture sub-spans, details), byte offsets. A text of
+        at least ``PROCESS_BYTES`` is parsed in a worker process killed at ``deadline``
+        (``DeadlineHit``): ast-grep holds the GIL while it parses."""
         try:
             text = data.decode("utf-8")
             sg_text = text
@@ -283,56 +303,41 @@ class StructuralLayer(BaseLayer):
             text = data.decode("utf-8", errors="surrogateescape")
             sg_text = _SURROGATE.sub("\ufffd", text)  # same length: offsets stay aligned
         try:
-            nodes = sg.SgRoot(sg_text, lang).root().find_all(pattern=q.sg_pattern())
+            if deadline is not None and len(data) >= PROCESS_BYTES:
+                found = match_in_process(sg_text, lang, q.sg_pattern(), single, multi, deadline)
+            else:
+                found = raw_matches(sg, sg_text, lang, q.sg_pattern(), single, multi)
+        except DeadlineHit:
+            raise
         except Exception as exc:
             raise QueryError("structural", f"ast-grep failed on pattern {q.pattern!r} "
                                            f"({lang}): {_error_text(exc)}") from None
-        if not nodes:
+        if not found:
             return []
-        found = []
-        for n in nodes:
-            caps: dict[str, Any] = {}
-            for name in single:
-                m = n.get_match(name)
-                if m is not None:
-                    caps["$" + name] = m
-            for name in multi:
-                caps["$$$" + name] = [m for m in n.get_multiple_matches(name) if m.is_named()]
-            found.append((n, caps))
-        ascii_only = len(text) == len(data)
-        ranges = {}
+        caps_of = [[c for v in m["caps"].values() for c in (v if isinstance(v, list) else [v])]
+                   for m in found]
+        pos = [p for m, cs in zip(found, caps_of) for r in [m["r"]] + [c["r"] for c in cs]
+               for p in r]
+        to_b = {p: p for p in pos} if len(text) == len(data) else byte_offsets(text, pos)
 
-        def rng(node) -> tuple[int, int]:
-            r = node.range()
-            return r.start.index, r.end.index
+        def span(r) -> tuple[int, int]:
+            return to_b[r[0]], to_b[r[1]]
 
-        for n, caps in found:
-            ranges[id(n)] = rng(n)
-            for v in caps.values():
-                for m in (v if isinstance(v, list) else [v]):
-                    ranges[id(m)] = rng(m)
-        pos = [p for r in ranges.values() for p in r]
-        to_b = {p: p for p in pos} if ascii_only else byte_offsets(text, pos)
-
-        def span(node) -> tuple[int, int]:
-            s, e = ranges[id(node)]
-            return to_b[s], to_b[e]
-
-        def describe(node) -> dict[str, Any]:
-            t = node.text()
+        def describe(c) -> dict[str, Any]:
+            t = c["t"]
             return {"text": t if len(t) <= CAPTURE_CHARS else t[: CAPTURE_CHARS - 1] + "…",
-                    "span": list(span(node))}
+                    "span": list(span(c["r"]))}
 
         out = []
-        for n, caps in found:
+        for m in found:
             subs, details = [], {}
-            for key, v in caps.items():
+            for key, v in m["caps"].items():
                 if isinstance(v, list):
-                    details[key] = [describe(m) for m in v]
-                    subs += [span(m) for m in v]
+                    details[key] = [describe(c) for c in v]
+                    subs += [span(c["r"]) for c in v]
                 else:
                     details[key] = describe(v)
-                    subs.append(span(v))
+                    subs.append(span(v["r"]))
             subs = sorted({s for s in subs if s[1] > s[0]})
-            out.append((span(n), subs, {"lang": lang, "captures": details}))
+            out.append((span(m["r"]), subs, {"lang": lang, "captures": details}))
         return out

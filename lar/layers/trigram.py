@@ -122,7 +122,7 @@ def _check_fts(conn: sqlite3.Connection) -> None:
 
 class TrigramLayer(BuildingLayer):
     name = "trigram"
-    version = "1"
+    version = "2"  # 2: text after a NUL byte is indexed
     roles = frozenset({"generate"})
     origin = "text"
     granularity = "line"
@@ -146,7 +146,9 @@ class TrigramLayer(BuildingLayer):
     def index_unit(self, unit: Unit, doc) -> dict:
         if not doc.text:
             raise SkipUnit("no text")
-        body = doc.text.decode("utf-8", errors="replace")
+        # FTS5 reads the body up to its first NUL: index NULs as spaces (the body only picks the
+        # candidates; matches are found and verified on the unit's bytes)
+        body = doc.text.decode("utf-8", errors="replace").replace("\0", " ")
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:

@@ -176,7 +176,7 @@ def _run(step, engine, params: dict[str, Any]) -> tuple[list[str], list[dict[str
         return describe_output("inventory", engine.inventory(params.get("scope")))
     if call == "read":
         span = params.get("span")
-        h, s, e, _ = engine._read_unit(params["path_or_hash"], tuple(span) if span else None)
+        h, s, e, _ = engine.units.read_unit(params["path_or_hash"], tuple(span) if span else None)
         return describe_output("read", f"{h[:12]}:{s}-{e}")
     raise ConfigError(f"call {call!r} cannot be replayed")
 

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
+from lar.core import deadline
 from lar.core.errors import CorruptStateError, HitNotFoundError, StateLockedError
+from lar.store.pathkeys import display_path, key_path, path_key
 from lar.core.sqlite_repair import SqliteFile
 from lar.store.index_schema import SCHEMA_VERSION, create_schema, read_schema
 
@@ -163,8 +165,16 @@ class FileIndex:
     # -- the single writer ------------------------------------------------------------------
     @contextlib.contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
-        """Hold the cross-process writer lock and one IMMEDIATE transaction."""
-        with self._write_mutex:
+        """Hold the cross-process writer lock and one IMMEDIATE transaction. Waiting for the
+        lock lasts ``lock_timeout`` at most, and never past the work limit in force
+        (``lar.core.deadline``: a search's deadline), then ``StateLockedError``."""
+        bounded = deadline.current().deadline is not None or deadline.current().cancels
+        if not self._write_mutex.acquire(timeout=deadline.remaining(self.lock_timeout)
+                                         if bounded else -1):
+            raise StateLockedError(
+                f"another thread of this process is writing the lar index in {self.state_dir} "
+                "(it waits for another process's writer lock); try again when it is done")
+        try:
             outer = self._write_depth == 0
             if outer:
                 self._acquire_flock()
@@ -187,22 +197,25 @@ class FileIndex:
                 self._write_depth -= 1
                 if outer:
                     self._release_flock()
+        finally:
+            self._write_mutex.release()
 
     def _acquire_flock(self) -> None:
         fh = open(self.lock_path, "a+")
-        deadline = time.monotonic() + self.lock_timeout
+        wait = deadline.remaining(self.lock_timeout)
+        until = time.monotonic() + wait
         while True:
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= until:
                     fh.seek(0)
                     holder = fh.read().strip() or "unknown"
                     fh.close()
                     raise StateLockedError(
                         f"another process (pid {holder}) is writing the lar index in "
-                        f"{self.state_dir}; waited {self.lock_timeout:.1f}s. Wait for it to "
+                        f"{self.state_dir}; waited {wait:.1f}s. Wait for it to "
                         "finish, or open the engine with another state dir"
                     ) from None
                 time.sleep(0.02)
@@ -252,6 +265,7 @@ class FileIndex:
     @_recovering
     def tombstone(self, path: str) -> int | None:
         """Mark ``path`` deleted (one row per path: repeated changes collapse)."""
+        path = path_key(path)  # a non-UTF-8 name is never in ``files``: found nowhere
         with self.writing() as conn:
             row = conn.execute("SELECT deleted FROM files WHERE path=?", (path,)).fetchone()
             conn.execute("DELETE FROM skipped WHERE path=?", (path,))
@@ -265,8 +279,9 @@ class FileIndex:
     @_recovering
     def record_skip(self, path: str, reason: str, size: int | None, mtime_ns: int | None = None,
                     ctime_ns: int | None = None, ino: int | None = None) -> None:
+        path = path_key(path)  # a non-UTF-8 name is kept as its raw bytes (lar.store.pathkeys)
         with self.writing() as conn:
-            self.tombstone(path)  # a file that became binary or too large leaves the index
+            self.tombstone(key_path(path))  # a file that became binary or too large leaves the index
             conn.execute(
                 "INSERT INTO skipped(path, reason, size, mtime_ns, ctime_ns, ino) VALUES (?,?,?,?,?,?) "
                 "ON CONFLICT(path) DO UPDATE SET reason=excluded.reason, size=excluded.size, "
@@ -277,7 +292,7 @@ class FileIndex:
     @_recovering
     def forget_skip(self, path: str) -> None:
         with self.writing() as conn:
-            conn.execute("DELETE FROM skipped WHERE path=?", (path,))
+            conn.execute("DELETE FROM skipped WHERE path=?", (path_key(path),))
 
     @_recovering
     def set_cursor(self, layer: str, version: str, seq: int) -> None:
@@ -303,7 +318,7 @@ class FileIndex:
     @_recovering
     def get(self, path: str) -> FileRecord | None:
         row = self._conn().execute(
-            f"SELECT {_COLS} FROM files WHERE path=?", (path,)
+            f"SELECT {_COLS} FROM files WHERE path=?", (path_key(path),)
         ).fetchone()
         return _record(row) if row else None
 
@@ -319,7 +334,7 @@ class FileIndex:
         out: dict[str, FileRecord] = {}
         conn = self._conn()
         for i in range(0, len(paths), 500):
-            chunk = paths[i:i + 500]
+            chunk = [path_key(p) for p in paths[i:i + 500]]
             marks = ",".join("?" * len(chunk))
             for r in conn.execute(f"SELECT {_COLS} FROM files WHERE path IN ({marks})", chunk):
                 out[r[0]] = _record(r)
@@ -345,6 +360,22 @@ class FileIndex:
             "SELECT path FROM files WHERE hash=? AND deleted=0 ORDER BY path", (h,)
         ).fetchall()
         return [r[0] for r in rows]
+
+    @_recovering
+    def paths_for_hashes(self, hashes) -> dict[str, list[str]]:
+        """:meth:`paths_for_hash` of many hashes in one query: ``{hash: [path, ...]}`` (sorted
+        paths; a hash with no live path maps to ``[]``)."""
+        want = list(dict.fromkeys(hashes))
+        out: dict[str, list[str]] = {h: [] for h in want}
+        conn = self._conn()
+        for i in range(0, len(want), 500):  # well under SQLite's bound-parameter limit
+            part = want[i:i + 500]
+            rows = conn.execute(
+                f"SELECT hash, path FROM files WHERE deleted=0 AND hash IN ({','.join('?' * len(part))}) "
+                "ORDER BY path", part).fetchall()
+            for h, path in rows:
+                out[h].append(path)
+        return out
 
     @_recovering
     def known_hash(self, h: str) -> bool:
@@ -393,14 +424,24 @@ class FileIndex:
 
     @_recovering
     def skipped(self) -> list[tuple[str, str, int | None]]:
-        return [tuple(r) for r in self._conn().execute(
+        """(path, reason, size) of each skipped file; a name that is not UTF-8 is shown escaped."""
+        return [(display_path(r[0]), r[1], r[2]) for r in self._conn().execute(
             "SELECT path, reason, size FROM skipped ORDER BY path").fetchall()]
 
     @_recovering
-    def skipped_stats(self) -> dict[str, tuple]:
-        """{path: (reason, size, mtime_ns, ctime_ns, ino)} of skipped files (scanner's stat pass)."""
-        return {r[0]: tuple(r[1:]) for r in self._conn().execute(
-            "SELECT path, reason, size, mtime_ns, ctime_ns, ino FROM skipped").fetchall()}
+    def skipped_stats(self, paths: list[str] | None = None) -> dict[str, tuple]:
+        """{path: (reason, size, mtime_ns, ctime_ns, ino)} of skipped files (all, or those of
+        ``paths``), keyed as the scanner holds paths (its stat pass, and grep's refresh)."""
+        q = "SELECT path, reason, size, mtime_ns, ctime_ns, ino FROM skipped"
+        if paths is None:
+            rows = self._conn().execute(q).fetchall()
+        else:
+            rows = []
+            for i in range(0, len(paths), 500):
+                chunk = [path_key(p) for p in paths[i:i + 500]]
+                rows += self._conn().execute(
+                    f"{q} WHERE path IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+        return {key_path(r[0]): tuple(r[1:]) for r in rows}
 
     @_recovering
     def usage(self) -> dict[str, tuple[int, int, float]]:

@@ -2,12 +2,13 @@
 from the snapshot kept in the content-addressed store. Nothing outside the root is read."""
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from lar.core.errors import HitNotFoundError, StaleSpanError
+from lar.core.errors import HitNotFoundError, StaleSpanError, UnreadablePathError
 from lar.core.scope import normalize_relpath
 from lar.store.cas import ContentStore, content_hash
 from lar.store.extract.document import DERIVED_KINDS, kind_for
@@ -43,16 +44,17 @@ class UnitReader:
     def read_path(self, path: str) -> tuple[str, bytes]:
         """Current bytes of ``path`` (relative to the root) and their hash."""
         rel = normalize_relpath(self.root, path)
-        full = self.root / rel
-        if full.is_symlink():
-            # normalize_relpath already refused links leaving the root; links inside are fine
-            pass
+        full = self.root / rel  # normalize_relpath refused links leaving the root
         try:
             data = full.read_bytes()
         except FileNotFoundError:
             raise HitNotFoundError(f"{rel!r} does not exist under {str(self.root)!r}") from None
         except IsADirectoryError:
             raise HitNotFoundError(f"{rel!r} is a directory, not a file") from None
+        except OSError as exc:  # a symlink loop, no permission, a name too long
+            what = "is a symlink loop" if exc.errno == errno.ELOOP else \
+                f"cannot be read ({exc.strerror or exc})"
+            raise UnreadablePathError(f"{rel!r} {what}; lar cannot read it") from None
         h = content_hash(data)
         self._remember(h, data)
         return h, data
@@ -151,9 +153,22 @@ def expand_to_lines(data: bytes, start: int, end: int, context: int = 0) -> tupl
     e = data.find(b"\n", max(start, end - 1) if end > start else start)
     e = len(data) if e < 0 else e + 1
     for _ in range(context):
+        if s <= 0 and e >= len(data):
+            break  # the whole unit: more context adds nothing
         if s > 0:
             s = data.rfind(b"\n", 0, s - 1) + 1
         if e < len(data):
             nxt = data.find(b"\n", e)
             e = len(data) if nxt < 0 else nxt + 1
     return s, e
+
+
+MAX_CONTEXT_LINES = 1000  # lines of context a fetch gives on each side at most (read for more)
+
+
+def capped_context(context: int) -> tuple[int, str]:
+    """``context`` limited to ``MAX_CONTEXT_LINES``, and a note saying so when it was cut."""
+    if context <= MAX_CONTEXT_LINES:
+        return context, ""
+    return MAX_CONTEXT_LINES, (f"context capped at {MAX_CONTEXT_LINES} lines on each side "
+                               f"(asked for {context})")

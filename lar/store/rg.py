@@ -9,8 +9,10 @@ from pathlib import Path
 
 from lar.core.errors import LarError
 
-# Flags every lar call of rg uses: no user config, .gitignore honoured outside git repos too.
-BASE_FLAGS = ("--no-config", "--no-require-git", "--no-messages")
+# Flags every lar call of rg uses: no user config, .gitignore honoured outside git repos too;
+# searches also drop rg's per-file messages (listing reads them: lar.store.listing).
+LIST_FLAGS = ("--no-config", "--no-require-git")
+BASE_FLAGS = (*LIST_FLAGS, "--no-messages")
 
 
 @functools.lru_cache(maxsize=1)

@@ -6,19 +6,22 @@ and ``%%lar`` magics; the widgets work on any engine.
     _lar.to_polars()                      # the result is bound to _lar (--as NAME)
 
 Widgets: ``ResultsView`` (``Results.widget()``), ``StatusView(engine)``, ``AnytimeView(engine,
-query)``; the explain
-and trace replay views live in ``explain_view`` and ``replay_view``. See docs/notebooks.md.
+query)``, ``grid(frame)`` (a sortable, filterable table); the explain and trace replay views live
+in ``explain_view`` and ``replay_view``. ``ensure_built(engine, layer)`` builds a layer before a
+cell relies on it; ``require_hits(engine, result, layer)`` says why a layer found nothing. See
+docs/notebooks.md.
 """
 from __future__ import annotations
 
 from lar_magics.errors import MagicError, MagicUsageError, NoEngineError, ViewUnavailableError
+from lar_magics.readiness import NoLayerHitsError, empty_reason, ensure_built, require_hits
 from lar_magics.results import Results, ResultsList, search
 from lar_magics.session import SESSION, current_engine, open_demo, use
 
-__all__ = ["AnytimeView", "MagicError", "MagicUsageError", "NoEngineError", "Results",
-           "ResultsList", "ResultsView", "SESSION", "StatusView", "ViewUnavailableError",
-           "current_engine", "load_ipython_extension", "offline_charts", "open_demo", "search",
-           "use"]
+__all__ = ["AnytimeView", "MagicError", "MagicUsageError", "NoEngineError", "NoLayerHitsError",
+           "Results", "ResultsList", "ResultsView", "SESSION", "StatusView", "ViewUnavailableError",
+           "current_engine", "empty_reason", "ensure_built", "grid", "load_ipython_extension",
+           "offline_charts", "open_demo", "require_hits", "search", "use"]
 
 
 def load_ipython_extension(ipython) -> None:
@@ -43,9 +46,10 @@ def offline_charts() -> str | None:
     return alt.renderers.active
 
 
-_LAZY = {"ResultsView": "results_view", "StatusView": "status_view", "AnytimeView": "anytime_view"}
-_MODULES = ("anytime_view", "charts", "explain_view", "magics", "parsing", "render", "replay_view",
-            "results_view", "status_view", "views")
+_LAZY = {"ResultsView": "results_view", "StatusView": "status_view", "AnytimeView": "anytime_view",
+         "grid": "results_table"}
+_MODULES = ("anytime_view", "charts", "explain_view", "labels", "magics", "parsing", "readiness",
+            "render", "replay_view", "results_table", "results_view", "status_view", "views")
 
 
 def __getattr__(name: str):  # the widgets import ipywidgets: load them on first use

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from lar.core.errors import require
 
+from lar_magics.labels import unique_suffixes
 from lar_magics.results import Results, search
 
 POLICIES = ("route-unique", "rrf", "combsum", "combmnz")
@@ -61,13 +62,18 @@ def compare_fusion(engine, query: Any, policies: Sequence[str] = POLICIES, **par
 
 def fusion_chart(frame):
     """Heatmap of a ``compare_fusion`` frame: hits (rows) by policy (columns), the rank in
-    each cell; blank where a policy left the hit out."""
+    each cell; blank where a policy left the hit out. Rows are labelled by each hit's shortest
+    unique path suffix (``labels.unique_suffixes``), never cut; the full place is in the tooltip."""
     alt = _alt()
     rows = frame.to_dicts()
-    order = list(dict.fromkeys(r["hit"] for r in sorted(rows, key=lambda r: r["rank"])))
+    hits = list(dict.fromkeys(r["hit"] for r in sorted(rows, key=lambda r: r["rank"])))
+    label = dict(zip(hits, unique_suffixes(hits)))
+    for r in rows:
+        r["label"] = label[r["hit"]]
     base = alt.Chart(alt.Data(values=rows)).encode(
         x=alt.X("policy:N", sort=list(dict.fromkeys(r["policy"] for r in rows))),
-        y=alt.Y("hit:N", sort=order, title=None))
+        y=alt.Y("label:N", sort=[label[h] for h in hits], title=None,
+                axis=alt.Axis(labelLimit=0)))
     return (base.mark_rect().encode(color=alt.Color("rank:Q", scale=alt.Scale(scheme="blues",
                                                                               reverse=True)),
                                     tooltip=["hit:N", "policy:N", "rank:Q", "signals:N"])
@@ -75,21 +81,56 @@ def fusion_chart(frame):
             ).properties(title="rank of each hit under each fusion policy", width=280)
 
 
-def anytime_chart(stages):
-    """Hits per stage of an anytime run: kept from the stage before vs new."""
-    alt = _alt()
-    rows = []
+def anytime_rows(stages) -> list[dict[str, Any]]:
+    """The points of ``anytime_chart``: per stage its time (``elapsed_ms``, what the search
+    took; ``timebox_ms``, what it was given) and, with qrels, one row per metric (``metric``,
+    ``value``); without, one row per hit (``hit``, its unique path suffix ``label``, ``rank``)."""
+    rows: list[dict[str, Any]] = []
+    if any(s.quality for s in stages):
+        for s in stages:
+            for metric, value in s.quality.items():
+                rows.append({"elapsed_ms": round(s.elapsed * 1000, 3), "timebox_ms": s.timebox * 1000,
+                             "metric": metric, "value": value, "hits": len(s.hits)})
+        return rows
+    places = {}
     for s in stages:
-        ms = f"{s.timebox * 1000:.0f} ms"
-        rows.append({"stage": ms, "order": s.timebox, "kind": "new", "hits": len(s.added)})
-        rows.append({"stage": ms, "order": s.timebox, "kind": "kept",
-                     "hits": len(s.hits) - len(s.added)})
-    return alt.Chart(alt.Data(values=rows)).mark_bar().encode(
-        x=alt.X("stage:N", sort=alt.EncodingSortField("order"), title="timebox"),
-        y=alt.Y("hits:Q", stack=True), color=alt.Color("kind:N"),
-        tooltip=["stage:N", "kind:N", "hits:Q"],
-    ).properties(title="hits as the timebox grows", width=300)
+        res = s.results.result if s.results is not None else None
+        for h in (res.hits if res is not None else ()):
+            places.setdefault(h.id, hit_place(h))
+    label = dict(zip(places, unique_suffixes(list(places.values()))))
+    for s in stages:
+        for rank, hid in enumerate(s.hits, 1):
+            rows.append({"elapsed_ms": round(s.elapsed * 1000, 3), "timebox_ms": s.timebox * 1000,
+                         "hit": places.get(hid, hid), "label": label.get(hid, hid), "rank": rank,
+                         "new": hid in s.added})
+    return rows
 
 
-__all__ = ["POLICIES", "anytime_chart", "compare_fusion", "coverage_chart", "fusion_chart",
+def hit_place(hit) -> str:
+    lines = f":{hit.lines[0]}-{hit.lines[1]}" if hit.lines else ""
+    return f"{hit.path}{lines}"
+
+
+def anytime_chart(stages):
+    """An anytime run against time: with qrels, each stage's quality (nDCG@10 by default)
+    against the time its search took; without, each hit's rank against that time (one line per
+    hit: when it arrived, where it ranked, whether it stayed)."""
+    alt = _alt()
+    rows = anytime_rows(stages)
+    x = alt.X("elapsed_ms:Q", title="time the search took (ms)")
+    if rows and "metric" in rows[0]:
+        return alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+            x=x, y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), title="quality"),
+            color=alt.Color("metric:N"),
+            tooltip=["timebox_ms:Q", "elapsed_ms:Q", "metric:N", "value:Q", "hits:Q"],
+        ).properties(title="quality as the timebox grows", width=320)
+    return alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=x, y=alt.Y("rank:Q", scale=alt.Scale(reverse=True, zero=False), title="rank",
+                     axis=alt.Axis(tickMinStep=1, format="d")),
+        color=alt.Color("label:N", title="hit", legend=alt.Legend(labelLimit=0)),
+        tooltip=["hit:N", "rank:Q", "timebox_ms:Q", "elapsed_ms:Q", "new:N"],
+    ).properties(title="each hit's rank as the timebox grows", width=320)
+
+
+__all__ = ["POLICIES", "anytime_chart", "anytime_rows", "hit_place", "compare_fusion", "coverage_chart", "fusion_chart",
            "runs_chart"]

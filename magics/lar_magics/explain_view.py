@@ -143,8 +143,10 @@ def explain_data(engine, result_or_query: Result | str | Mapping, hit_id: str | 
             weights = token_weights(lq, qe.token_texts, qe.token_spans, layer)
         result = search_late(engine, layer, lq.text, weights, timebox=timebox, k=k)
     if not result.hits:
-        raise ExplainError(f"the search for {result.query!r} found nothing to explain; build the "
-                           "late layer (engine.build(layers=['late'])) or change the query")
+        from lar_magics.readiness import empty_reason
+
+        raise ExplainError(f"the search for {result.query!r} found nothing to explain: "
+                           f"{empty_reason(engine, result, layer)}")
     hit = result.hits[0] if hit_id is None else next((h for h in result.hits if h.id == hit_id), None)
     if hit is None:
         raise HitNotFoundError(f"hit {hit_id!r} is not in this result; its hits are "

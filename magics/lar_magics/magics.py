@@ -86,7 +86,7 @@ class LarMagics(Magics):
             raise MagicUsageError("which folder? %lar open PATH (or %lar open --demo)",
                                   parsing.SUBPARSERS["open"].format_usage())
         else:
-            from lar.engine.facade import interactive_background
+            from lar.engine.settings import interactive_background
 
             eng = SESSION.open(ns.path, ns.state, config=config, scan=not ns.no_scan,
                                background=interactive_background() and not ns.no_background)
@@ -193,8 +193,9 @@ class LarMagics(Magics):
             print("lar: building in the background (it yields to searches); watch it with "
                   "%lar status --view, stop it with %lar build --stop")
             return None
+        layers = list(dict.fromkeys([*(ns.layers or []), *ns.names])) or None
         with as_magic(eng):
-            report = eng.build(timebox=ns.timebox, layers=ns.layers, scope=ns.scope)
+            report = eng.build(timebox=ns.timebox, layers=layers, scope=ns.scope)
         self._bind(ns.as_name, report)
         print(build_report(report))
         return None

@@ -97,7 +97,8 @@ def build_parser() -> tuple[Parser, dict[str, Parser]]:
     e.add_argument("--result", type=_name, default=None,
                    help="variable holding the search (default: the last search)")
     e.add_argument("--as", dest="as_name", type=_name, default=None)
-    b = add("build", "let building layers catch up")
+    b = add("build", "let building layers catch up (%lar build late: that layer only)")
+    b.add_argument("names", nargs="*", metavar="LAYER", help="layers to build (as --layers)")
     b.add_argument("--timebox", type=duration, default=30.0)
     b.add_argument("--layers", type=csv_list, default=None)
     b.add_argument("--scope", action="append", default=None)

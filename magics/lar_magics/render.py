@@ -33,6 +33,7 @@ CSS = """<style>
 .lar-excerpt{white-space:pre-wrap;font-family:monospace;font-size:12px;background:#fafafa;
  padding:4px 6px;margin:4px 0;max-height:14em;overflow:auto}
 .lar-mark{background:#ffe58a;padding:0}
+.lar-lscore{color:#567}.lar-score{font-weight:600;color:#1a4d8f}
 .lar-note{color:#8a5a00;background:#fff6e0;padding:4px 8px;border-radius:4px;margin:4px 0}
 .lar-runs td,.lar-runs th{padding:1px 8px;text-align:left}
 .lar-state-ran{color:#1a7f37}.lar-state-aborted{color:#b35900}
@@ -58,8 +59,9 @@ def location(hit) -> str:
 
 
 def chips_html(hit) -> str:
-    """One chip per signal: the layer, its rank for this hit and, when the layer's list was
-    probed, the hit's p-value against that layer's background (lar.fusion.probe); score in the tooltip."""
+    """One chip per signal: the layer, its rank and score for this hit and, when the layer's list
+    was probed, the hit's p-value against that layer's background (lar.fusion.probe); the
+    score's kind in the tooltip."""
     out = []
     for name in hit.signals:
         ev = hit.evidence[name]
@@ -70,7 +72,8 @@ def chips_html(hit) -> str:
             tip += f"; E-value {ev.evalue:.3g}, p {p:.3g} against this layer's background"
             strength = f" <span class='lar-p'>p={p:.1g}</span>"
         out.append(f"<span class='lar-chip lar-chip-{esc(name)}' title='{esc(tip)}'>"
-                   f"{esc(name)} #{ev.rank}{strength}</span>")
+                   f"{esc(name)} #{ev.rank} <span class='lar-lscore'>{ev.score:.3g}</span>"
+                   f"{strength}</span>")
     return "".join(out)
 
 

@@ -180,7 +180,10 @@ class Results:
 
     def _repr_html_(self) -> str:
         r = self.result
+        from lar_magics.results_table import table_html
+
         return (render.CSS + "<div class='lar-results'>" + render.header_html(r) + self.cards_html()
+                + "<details><summary>table</summary>" + table_html(r) + "</details>"
                 + "<details><summary>layers</summary>" + render.runs_html(r.runs)
                 + "</details></div>")
 

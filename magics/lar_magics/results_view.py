@@ -1,5 +1,7 @@
-"""The results view: one card per hit (``path:lines``, the excerpt with the matched sub-spans
-highlighted, signal chips with each route's rank) and a button that fetches the hit in place.
+"""The results view: one card per hit (``path:lines``, the fused score, the excerpt with the
+matched sub-spans highlighted, signal chips with each route's rank and score) and a button that
+fetches the hit in place; a second tab holds the results table (fused score, each layer's rank
+and score; sortable and filterable, ``lar_magics.results_table``).
 
 When the data changed underneath (a fetch finds the file edited, or ``check()`` finds edited
 files or layers that built more), the view says so; ``refresh()`` (the button, or ``check()``
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from lar.core.errors import LarError, StaleSpanError, require
 
-from lar_magics import render
+from lar_magics import render, results_table
 from lar_magics.render import unit_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,10 +88,13 @@ class ResultsView(widgets.VBox):
         self.check_button.on_click(lambda _b: self.check())
         self.refresh_button.on_click(lambda _b: self.refresh())
         self.cards_box = widgets.VBox()
+        self.table_box = widgets.VBox()
+        self.tabs = widgets.Tab([self.cards_box, self.table_box])
+        self.tabs.titles = ("hits", "table")
         self.runs = widgets.HTML()
         super().__init__([widgets.HTML(render.CSS), self.header,
                           widgets.HBox([self.check_button, self.refresh_button]), self.notice,
-                          self.cards_box, self.runs])
+                          self.tabs, self.runs])
         self.add_class("lar-results")
         self.render()
 
@@ -107,7 +112,16 @@ class ResultsView(widgets.VBox):
             cards.append(HitCard(self, i, h, texts[h.hash]))
         self.header.value = render.header_html(r)
         self.cards_box.children = cards
+        self.table_box.children = [self._table()]
         self.runs.value = "<details><summary>layers</summary>" + render.runs_html(r.runs) + "</details>"
+
+    def _table(self):
+        """The sortable, filterable grid; the static table where itables is missing."""
+        try:
+            return results_table.results_grid(self.results.result)
+        except LarError as exc:  # MissingExtraError: the notebook extra is not complete
+            return widgets.HTML(render.note_html([str(exc)])
+                                + results_table.table_html(self.results.result))
 
     def _repr_html_(self) -> str:  # where widgets are not live: the same cards, static
         return self.results._repr_html_()

@@ -20,6 +20,8 @@ from lar_magics import render
 from lar_magics.session import SESSION, unrecorded
 
 widgets = require("ipywidgets", "notebook")
+BAR_WIDTH = "360px"  # every layer's bar (with its name) has this width, whatever its note
+COUNT_WIDTH = "160px"
 
 
 class StatusView(widgets.VBox):
@@ -53,11 +55,18 @@ class StatusView(widgets.VBox):
 
     # -- drawing -------------------------------------------------------------------------------
     def _bar(self, name: str):
+        """A layer's row: the bar and its counts at a fixed width (they never shrink, whatever
+        the note), then the note, which takes the rest of the line and wraps."""
         if name not in self._bars:
             bar = widgets.FloatProgress(min=0.0, max=1.0, description=name,
-                                        layout=widgets.Layout(width="360px"))
-            label = widgets.HTML()
-            self._bars[name] = (bar, label)
+                                        style={"description_width": "110px"},
+                                        layout=widgets.Layout(width=BAR_WIDTH, min_width=BAR_WIDTH,
+                                                              flex="0 0 auto"))
+            count = widgets.HTML(layout=widgets.Layout(width=COUNT_WIDTH, min_width=COUNT_WIDTH,
+                                                       flex="0 0 auto"))
+            note = widgets.HTML(layout=widgets.Layout(flex="1 1 0", min_width="0"))
+            note.add_class("lar-status-note")
+            self._bars[name] = (bar, count, note)
         return self._bars[name]
 
     def refresh(self):
@@ -68,16 +77,21 @@ class StatusView(widgets.VBox):
     def _refresh(self, st):
         rows = []
         for l in st.layers:
-            bar, label = self._bar(l.name)
+            bar, count, note = self._bar(l.name)
             bar.value = l.coverage
             bar.bar_style = "success" if l.coverage >= 0.9995 else "info"
             units = f" ({l.built_units}/{l.units} units)" if l.units else ""
-            label.value = f"{l.coverage:.0%}{units} {html.escape(l.notes)}"
+            count.value = f"{l.coverage:.0%}{units}"
+            note.value = (f"<div class='lar-note-text' style='color:#555;line-height:1.35;"
+                          f"font-size:12px;padding-top:5px'>{html.escape(l.notes)}</div>"
+                          if l.notes else "")
             old = self._versions.get(l.name)
             if old is not None and old != l.version:
                 self.notes.append(f"layer {l.name} was rebuilt: version {old} -> {l.version}")
             self._versions[l.name] = l.version
-            rows.append(widgets.HBox([bar, label]))
+            row = widgets.HBox([bar, count, note], layout=widgets.Layout(width="100%"))
+            row.add_class("lar-status-row")
+            rows.append(row)
         if [r.children[0] for r in self.bars_box.children] != [r.children[0] for r in rows]:
             self.bars_box.children = rows
         live = " &middot; refreshing every %.1f s" % self.interval if self.running else ""

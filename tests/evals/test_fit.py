@@ -310,3 +310,26 @@ def test_inner_selection_scores_each_norm_held_out_on_alternate_queries():
     assert report["norm_select"] == "only one"
     with pytest.raises(EvalConfigError, match="select must be one of"):
         run_fit([fs], select="oracle")
+
+
+def test_run_fit_reports_progress_per_step():
+    calls = []
+    run_fit([synthetic(8)], folds=2, seed=0, progress=lambda done, total: calls.append((done, total)))
+    # two folds, the final fit, one set scored
+    assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+
+def test_fit_command_shows_a_progress_bar():
+    import io
+
+    from lar_evals.progress import Bars
+
+    err = io.StringIO()
+    bars = Bars(stream=err)
+    run_fit([synthetic(8)], folds=2, progress=bars.fit)
+    bars.close()
+    assert "fit: 100%" in err.getvalue() and "4/4" in err.getvalue()
+    plain = io.StringIO()
+    lines = Bars(stream=plain, plain=True)
+    run_fit([synthetic(8)], folds=3, progress=lines.fit)
+    assert plain.getvalue().splitlines() == [f"evals: fit {i}/5 steps" for i in range(1, 6)]

@@ -109,7 +109,7 @@ def test_static_html_of_the_results_highlights_the_matches(opened):
     assert ("<mark class='lar-mark' title='grep'>Reciprocal rank fusion</mark> adds 1/(c + "
             "<mark class='lar-mark' title='grep'>rank</mark>) over the lists") in page
     assert "<span class='lar-loc'>docs/fusion.md:3</span>" in page
-    assert ">grep #1</span>" in page and ">grep #2</span>" in page
+    assert ">grep #1 <span class='lar-lscore'>" in page and ">grep #2 <span class='lar-lscore'>" in page
     # outside a kernel the bundle has no live widget, only text and HTML
     assert set(res._repr_mimebundle_()) == {"text/plain", "text/html"}
 

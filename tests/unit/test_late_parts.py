@@ -146,12 +146,43 @@ def test_arena_blocks_are_views_not_copies():
     arena = TokenArena()
     encs = [_unit(rng, [5, 3]) for _ in range(4)]
     held = [replace(e, tokens=arena.add(e.tokens)) for e in encs]
-    block = _block_matrix(held)
-    assert np.shares_memory(block, arena.segments[0]) and block.shape[0] == 32
+    block, copied = _block_matrix(held)
+    assert np.shares_memory(block, arena.segments[0]) and block.shape[0] == 32 and not copied
     assert np.array_equal(block, np.concatenate([e.tokens for e in encs]))
     assert _adjacent_view(held[::-1]) is None  # out of order: gathered by copy instead
-    assert not np.shares_memory(_block_matrix(held[::-1]), arena.segments[0])
+    gathered, copied = _block_matrix(held[::-1])
+    assert not np.shares_memory(gathered, arena.segments[0]) and copied
     assert _adjacent_view(encs) is None  # separate arrays
+
+
+def test_scan_order_puts_candidates_first_then_the_arena_in_its_order():
+    from lar.layers.late.order import scan_order
+
+    hashes = {"a", "b", "c", "d", "e", "f"}
+    resident = {"e": 0, "b": 1, "d": 2}  # the arena holds e, b, d back to back
+    usage = {"a": (0, 1, 0.0), "c": (5, 0, 0.0), "d": (9, 9, 0.0)}
+    paths = {"a": "z.txt", "c": "y.txt", "f": "a.txt"}
+    order = scan_order(hashes, ["d", "x", "d"], resident, usage, paths)
+    # candidates (unknown and repeated ones dropped), then e, b in arena order, then by usage
+    # (c: 5 hits, a: one fetch = 3), then by path
+    assert order == ["d", "e", "b", "c", "a", "f"]
+
+
+def test_a_scan_in_arena_order_copies_nothing():
+    from dataclasses import replace
+
+    from lar.layers.late.arena import TokenArena
+
+    rng = np.random.default_rng(3)
+    arena = TokenArena()
+    units = {f"{i:032x}": replace(e, tokens=arena.add(e.tokens))
+             for i, e in enumerate(_unit(rng, [4, 6]) for _ in range(12))}
+    q, w = np.ones((2, 8), np.float32), np.ones(2, np.float32)
+    in_order = scan_units(q, w, list(units), units.get, 5, block_tokens=40)
+    shuffled = scan_units(q, w, list(units)[::-1], units.get, 5, block_tokens=40)
+    assert in_order.gathered == 0 and in_order.blocks == 3
+    assert shuffled.gathered == 120  # every block of the reversed order was copied
+    assert [t[1:] for t in in_order.top] == [t[1:] for t in shuffled.top]
 
 
 def test_scan_collects_the_moments_of_every_chunk_score():

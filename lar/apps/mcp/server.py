@@ -117,7 +117,7 @@ def serve(root: str | os.PathLike, *, state: str | os.PathLike | None = None,
     import anyio
     from mcp.server.stdio import stdio_server
 
-    from lar.engine.facade import interactive_background
+    from lar.engine.settings import interactive_background
 
     tools = LarTools(root, state=state, allowed_commands=allowed_commands, config=config,
                      layers=layers,

@@ -136,7 +136,7 @@ class LarTools:
                  allowed_commands: Sequence[str] | None = None,
                  config: Mapping[str, Any] | None = None, layers: Sequence[str] | None = None,
                  background: bool = False):
-        from lar.engine.facade import default_state_dir
+        from lar.engine.settings import default_state_dir
 
         root_path = Path(root).expanduser()
         if not root_path.is_dir():

@@ -203,8 +203,9 @@ class DerivedLayer(SegmentedLayer):
         return parse_query(query)
 
     def score(self, text: str, terms: list[str], allowed: set[str], paths: dict[str, str],
-              budget: Budget) -> list[Hit]:
-        results, partial = self.index.search(terms, budget.pool * 2, allowed, budget.expired)
+              budget: Budget, live: frozenset[str] | None = None) -> list[Hit]:
+        results, partial = self.index.search(terms, budget.pool * 2, allowed, budget.expired,
+                                             live=live)
         if partial:
             budget.mark_partial()
         return self._hits(text, results, budget, paths)

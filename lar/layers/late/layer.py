@@ -35,6 +35,7 @@ from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
 from lar.layers.late.arena import TokenArena
 from lar.layers.late.explain import localise, token_matches
 from lar.layers.late.query import parse_late_query, token_weights
+from lar.layers.late.order import scan_order
 from lar.layers.late.scan import DEFAULT_BLOCK_TOKENS, scan_units
 from lar.core.types import Hit, Span
 from lar.layers.kits.embedding import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
@@ -324,17 +325,12 @@ class LateLayer(EmbeddingLayer):
         return await asyncio.to_thread(self._search, lq, scope, budget, candidates)
 
     def order(self, hashes: set[str], paths: dict[str, str], candidates) -> list[str]:
-        """Candidates' units first (in their order), then by usage, then by path."""
-        first = [c.span.hash for c in candidates or () if c.span.hash in hashes]
-        first = list(dict.fromkeys(first))
-        seen = set(first)
-        usage = self.ctx.index.usage()
-
-        def key(h: str):
-            hits, fetches, _ = usage.get(h, (0, 0, 0.0))
-            return (-(hits + 3 * fetches), paths.get(h, ""), h)
-
-        return first + sorted((h for h in hashes if h not in seen), key=key)
+        """Candidates' units first (in their order), then the units in memory in arena order,
+        then the rest by usage, then by path (:func:`lar.layers.late.order.scan_order`)."""
+        with self._cache_lock:
+            resident = {h: i for i, h in enumerate(self._cache)}  # insertion order = arena order
+        return scan_order(hashes, (c.span.hash for c in candidates or ()), resident,
+                          self.ctx.index.usage(), paths)
 
     def _search(self, lq, scope: ScopeView, budget: Budget, candidates) -> list[Hit]:
         paths, done, ok = self.scope_state(scope)
@@ -353,6 +349,7 @@ class LateLayer(EmbeddingLayer):
                          block_tokens=self.options["block_tokens"], backend=self.backend(),
                          device=self.options["device"], min_score=min_score)
         budget.set_coverage((not_ok + len(res.scanned)) / len(paths))
+        budget.detail("gathered_tokens", res.gathered)  # 0: every block was a view of the arena
         if res.unreadable:
             budget.warn(f"{len(res.unreadable)} sidecars were corrupt or missing: "
                         "dropped, not scored, queued for rebuilding")

@@ -32,6 +32,7 @@ class ScanResult:
     aborted: bool = False
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (hash, why)
     moments: ScoreMoments = field(default_factory=ScoreMoments)  # every chunk score computed
+    gathered: int = 0  # tokens copied into a block (0 when every block was a view of the arena)
 
 
 def _adjacent_view(encs: list[UnitEncoding]) -> np.ndarray | None:
@@ -52,15 +53,16 @@ def _adjacent_view(encs: list[UnitEncoding]) -> np.ndarray | None:
     return base[r0:r0 + (ptr - first.ctypes.data) // row]
 
 
-def _block_matrix(encs: list[UnitEncoding]) -> np.ndarray:
+def _block_matrix(encs: list[UnitEncoding]) -> tuple[np.ndarray, bool]:
+    """The block's token rows, and whether they had to be copied together (a gather)."""
     if all(e.token_scales is None for e in encs):
         if len(encs) == 1:
-            return encs[0].tokens
+            return encs[0].tokens, False
         view = _adjacent_view(encs)
         if view is not None:
-            return view
-        return np.concatenate([e.tokens for e in encs], axis=0)
-    return np.concatenate([e.tokens_f32() for e in encs], axis=0)
+            return view, False
+        return np.concatenate([e.tokens for e in encs], axis=0), True
+    return np.concatenate([e.tokens_f32() for e in encs], axis=0), True
 
 
 def scan_units(
@@ -90,7 +92,9 @@ def scan_units(
         if not pending:
             return
         encs = [e for _, e in pending]
-        x = _block_matrix(encs)
+        x, copied = _block_matrix(encs)
+        if copied:
+            res.gathered += int(x.shape[0])
         offsets = np.cumsum([0] + [e.n_tokens for e in encs[:-1]])
         starts = np.concatenate([e.chunk_starts.astype(np.int64) + o for e, o in zip(encs, offsets)])
         try:

@@ -33,6 +33,7 @@ import numpy as np
 
 from lar.encoders import plan_windows
 from lar.encoders.models import ModelRef, set_offline_env
+from lar.core import deadline
 from lar.core.errors import ConfigError, require
 from lar.layers.sparse.vectors import SparseVec, top_terms
 
@@ -178,6 +179,7 @@ class SparseEncoder:
             width = len(windows[order[i]]) + self._n_special
             n = max(1, DEFAULT_BATCH_TOKENS // max(width, 1))
             batch = order[i:i + n]
+            deadline.check(f"encoding with {self.model_id}")  # abandoned work stops here
             with self._lock:
                 got = self._vocab_rows([windows[j] for j in batch])
             for j, row in zip(batch, got):

@@ -12,7 +12,10 @@ and merges, over the per-unit artefacts of a ``UnitStore`` (seed section 10).
 * **Corruption**: a segment that fails its checks is dropped from the layout and its folder
   removed; its units count as not covered and are re-added from the stored terms.
 * **Scores**: each segment scores with its own IDF (``idf="segment"``, bm25s ``retrieve``), or
-  every term is rescaled to the IDF over all segments (``idf="global"``).
+  (``idf="global"``) with the live docs' statistics over all segments (doc count, document
+  frequencies, average length; tombstones count nowhere): a clean build's scores, whatever the
+  history (``lar.layers.kits.lexical.corpus_stats``). Segments written without raw term
+  frequencies (other stores) fall back to rescaling each term to the IDF over all segments.
 
 Searches and segment builds run in several threads: the layout is swapped under a lock and
 replaced atomically on disk; a merge started at search time runs in a daemon thread.
@@ -27,6 +30,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from lar.layers.kits.lexical.chunks import UnitStore
+from lar.layers.kits.lexical.corpus_stats import CorpusStats, corpus_stats, live_scores, query_idfs
 from lar.layers.kits.lexical.segments import CorruptSegment, Layout, Segment, SegmentParams, SegmentStore, global_weights
 
 Result = tuple[float, str, int, int]  # score, hash, start, end
@@ -73,6 +77,7 @@ class SegmentedIndex:
         self._layout = self.store.read_layout()
         self._stamp = self.store.layout_stamp()
         self._worker: threading.Thread | None = None
+        self._stats: tuple[tuple[str, ...], frozenset[str], CorpusStats] | None = None
         self.store.collect()
 
     # -- layout ---------------------------------------------------------------------------------
@@ -310,24 +315,47 @@ class SegmentedIndex:
         return missing
 
     # -- searching ------------------------------------------------------------------------------
+    def corpus_stats(self, segs: list[Segment], live: frozenset[str]) -> CorpusStats:
+        """The statistics of the ``live`` units' docs in ``segs`` (kept while both stay put)."""
+        key = tuple(s.id for s in segs)
+        cached = self._stats
+        if cached is not None and cached[0] == key and cached[1] is live:
+            return cached[2]
+        stats = corpus_stats(segs, live)
+        self._stats = (key, live, stats)
+        return stats
+
     def search(self, terms: list[str], k: int, allowed: set[str],
-               expired: Callable[[], bool] = lambda: False, moments=None) -> tuple[list[Result], bool]:
+               expired: Callable[[], bool] = lambda: False, moments=None,
+               live: frozenset[str] | None = None) -> tuple[list[Result], bool]:
         """The top ``k`` chunks of ``allowed`` units over all segments (best score first,
         duplicates removed) and whether the deadline cut the search short. ``moments`` (a
-        :class:`lar.core.background.ScoreMoments`) collects every searched chunk's score."""
+        :class:`lar.core.background.ScoreMoments`) collects every searched chunk's score.
+        With ``idf="global"`` and ``live`` (the built hashes of every live unit) the scores use
+        the live docs' statistics over all segments: those of a clean build, whatever the
+        history of edits, deltas and tombstones (``lar.layers.kits.lexical.corpus_stats``)."""
         segs = [s for s in self.segments() if s.n_docs]
         weights: list = [None] * len(segs)
-        if self.idf == "global" and len(segs) > 1:
+        scored: list = [None] * len(segs)
+        p = self.params
+        if self.idf == "global" and live is not None and all(s.tf is not None for s in segs):
+            stats = self.corpus_stats(segs, live)
+            idfs = query_idfs(segs, terms, stats, p.method)
+            scored = [live_scores(s, terms, idfs, stats.avgdl, p.k1, p.b, p.method)
+                      if not s.unit_set.isdisjoint(allowed) else None for s in segs]
+        elif self.idf == "global" and len(segs) > 1:
             weights = global_weights(segs, terms, self.params.method)
         out: list[Result] = []
         partial = False
-        for seg, w in zip(segs, weights):
+        for seg, w, pre in zip(segs, weights, scored):
             if expired():
                 partial = True
                 break
             if seg.unit_set.isdisjoint(allowed):
                 continue
-            for score, i in seg.search(terms, k, allowed, w, moments):
+            found = seg.search(terms, k, allowed, w, moments) if pre is None else \
+                seg.search(terms, k, allowed, w, moments, scored=pre)
+            for score, i in found:
                 h, s, e = seg.doc(i)
                 out.append((score, h, s, e))
         out.sort(key=lambda r: (-r[0], r[1], r[2]))

@@ -18,7 +18,8 @@ from lar.layers.kits.lexical.index import SegmentedIndex
 class SegmentedLayer(BuildingLayer):
     """Subclasses set ``index`` (a :class:`SegmentedIndex`), ``missing`` (the package the
     layer lacks, or None), ``sync_units`` and ``tokenizer``, and implement ``read_query`` and
-    ``score(text, terms, allowed, scope_paths, budget)``."""
+    ``score(text, terms, allowed, scope_paths, budget, live=...)`` (``live``: the built hashes
+    of every live unit, for corpus-wide statistics)."""
 
     missing: str | None = None
     sync_units: int = 2000
@@ -28,6 +29,7 @@ class SegmentedLayer(BuildingLayer):
         super().__init__(ctx)
         self._maint_lock = threading.Lock()
         self._ok: tuple[dict[str, str], set[str]] | None = None  # (states it was made from, ok)
+        self._live: tuple[list[Unit], set[str], frozenset[str]] | None = None
 
     # -- built state ----------------------------------------------------------------------
     def ok_hashes(self) -> set[str]:
@@ -38,6 +40,17 @@ class SegmentedLayer(BuildingLayer):
         if cached is None or cached[0] is not states:
             cached = self._ok = (states, {h for h, st in states.items() if st == "ok"})
         return cached[1]
+
+    def live_built(self, scope: ScopeView) -> frozenset[str]:
+        """The built ('ok') hashes of every live unit, whatever the scope: the docs that
+        corpus-wide statistics count (kept while the units and the built states stay put)."""
+        units, ok = scope.all_units(), self.ok_hashes()
+        cached = self._live
+        if cached is not None and cached[0] is units and cached[1] is ok:
+            return cached[2]
+        live = frozenset(u.hash for u in units if u.hash in ok)
+        self._live = (units, ok, live)
+        return live
 
     def maintain(self) -> None:
         """Bring the segments up to date with every built unit now (add, then merge/compact)."""
@@ -94,8 +107,9 @@ class SegmentedLayer(BuildingLayer):
         budget.set_coverage((processed - len(waiting)) / len(paths))
         if waiting:
             budget.note(f"{len(waiting)} built units are being added to a segment")
-        return self.score(text, terms, allowed - waiting, paths, budget)
+        return self.score(text, terms, allowed - waiting, paths, budget, live=self.live_built(scope))
 
     def score(self, text: str, terms: list[str], allowed: set[str], paths: dict[str, str],
-              budget: Budget) -> list[Hit]:  # pragma: no cover - every subclass has its own
+              budget: Budget, live: frozenset[str] | None = None
+              ) -> list[Hit]:  # pragma: no cover - every subclass has its own
         raise NotImplementedError

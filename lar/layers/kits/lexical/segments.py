@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import secrets
 import shutil
@@ -33,6 +32,7 @@ import numpy as np
 
 from lar.core.errors import CorruptStateError, require
 from lar.layers.kits.lexical import writers
+from lar.layers.kits.lexical.corpus_stats import idf, term_frequencies
 from lar.layers.kits.lexical.writers import TMP
 from lar.store.cas import atomic_write
 
@@ -40,6 +40,8 @@ SEGMENT_FORMAT = 1
 HEADER = "segment.json"
 DOCS = "docs.json"
 LAYOUT = "segments.json"
+TF, DOCLEN = "tf.npy", "doclen.npy"  # raw term frequencies and doc lengths
+STATS_VERSION = 1
 LOCK = "segments.lock"
 # errors that say reading failed (no memory, no file handles, I/O), not that the segment is bad
 NOT_CORRUPTION = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EIO, errno.EAGAIN,
@@ -60,22 +62,10 @@ class SegmentParams:
     method: str = "lucene"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "k1": self.k1, "b": self.b, "method": self.method}
-
-
-def _idf(method: str, df: float, n: float) -> float:
-    """bm25s's IDF formula for ``method`` (used to rescale segment-local IDF to global)."""
-    if df <= 0 or n <= 0:
-        return 0.0
-    if method == "robertson":
-        return math.log(max((n - df + 0.5) / (df + 0.5), 1e-12))
-    if method == "atire":
-        return math.log(n / df)
-    if method == "bm25l":
-        return math.log((n + 1) / (df + 0.5))
-    if method == "bm25+":
-        return math.log((n + 1) / df)
-    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+        # "stats": segments keep raw term frequencies and doc lengths (corpus-wide scoring,
+        # lar.layers.kits.lexical.corpus_stats); older segments are rebuilt from stored terms
+        return {"key": self.key, "k1": self.k1, "b": self.b, "method": self.method,
+                "stats": STATS_VERSION}
 
 
 def _crc(path: Path) -> int:
@@ -89,12 +79,15 @@ def _crc(path: Path) -> int:
 class Segment:
     """A loaded segment: its units, its doc table and its bm25s model (None when empty)."""
 
-    def __init__(self, seg_id: str, path: Path, units: list[str], docs: np.ndarray, model: Any):
+    def __init__(self, seg_id: str, path: Path, units: list[str], docs: np.ndarray, model: Any,
+                 tf: np.ndarray | None = None, doclen: np.ndarray | None = None):
         self.id = seg_id
         self.path = path
         self.units = units
         self.docs = docs  # (n, 3) int64: unit index, start, end
         self.model = model
+        self.tf = tf  # per stored (term, doc) entry of model.scores: the raw count
+        self.doclen = doclen  # per doc: its number of tokens
         self.n_docs = int(len(docs))
         self.unit_set = frozenset(units)
         self.docs_per_unit = np.bincount(docs[:, 0], minlength=len(units)) if len(docs) else \
@@ -121,7 +114,7 @@ class Segment:
             if len(docs) and (docs[:, 0].min() < 0 or docs[:, 0].max() >= len(units)
                               or (docs[:, 1] > docs[:, 2]).any() or docs[:, 1].min() < 0):
                 raise CorruptSegment("doc table holds invalid entries")
-            model = None
+            model = tf = doclen = None
             if len(docs):
                 bm25s = require("bm25s", "lexical")
                 model = bm25s.BM25.load(str(path), mmap=True, load_corpus=False, show_progress=False)
@@ -130,6 +123,10 @@ class Segment:
                 n_cols = len(model.scores["indptr"]) - 1
                 if max(model.vocab_dict.values(), default=-1) > n_cols:
                     raise CorruptSegment("bm25s vocabulary and score matrix disagree")
+                tf = np.load(path / TF, mmap_mode="r")
+                doclen = np.load(path / DOCLEN, mmap_mode="r")
+                if len(tf) != len(model.scores["data"]) or len(doclen) != len(docs):
+                    raise CorruptSegment("term frequencies or doc lengths disagree with the index")
         except CorruptSegment:
             raise
         except MemoryError:
@@ -140,7 +137,7 @@ class Segment:
             raise CorruptSegment(f"{type(exc).__name__}: {exc}") from None
         except Exception as exc:  # missing file, bad JSON, numpy/bm25s load error
             raise CorruptSegment(f"{type(exc).__name__}: {exc}") from None
-        return cls(path.name, path, units, docs, model)
+        return cls(path.name, path, units, docs, model, *((tf, doclen) if len(docs) else ()))
 
     # -- scoring ------------------------------------------------------------------------------
     def df(self, term: str) -> int:
@@ -153,6 +150,16 @@ class Segment:
             return 0
         return int(indptr[tid + 1] - indptr[tid])
 
+    def term_docs(self, term: str) -> np.ndarray | None:
+        """The doc ids whose stored entries hold ``term`` (None when none does)."""
+        if self.model is None:
+            return None
+        tid = self.model.vocab_dict.get(term)
+        indptr = self.model.scores["indptr"]
+        if tid is None or tid >= len(indptr) - 1:
+            return None
+        return np.asarray(self.model.scores["indices"][int(indptr[tid]):int(indptr[tid + 1])])
+
     def alive_mask(self, allowed: set[str] | frozenset[str]) -> np.ndarray | None:
         """Per-doc 1/0 weights: 1 for docs of units in ``allowed`` (tombstones filtered); None
         when every doc is alive."""
@@ -162,11 +169,13 @@ class Segment:
         return alive[self.docs[:, 0]].astype(np.float32)
 
     def search(self, terms: Sequence[str], k: int, allowed: set[str] | frozenset[str],
-               weights: dict[str, float] | None = None, moments=None) -> list[tuple[float, int]]:
+               weights: dict[str, float] | None = None, moments=None,
+               scored: np.ndarray | None = None) -> list[tuple[float, int]]:
         """Top ``k`` ``(score, doc id)`` with a positive score among docs of ``allowed`` units.
         Without ``weights`` the scores are bm25s's (segment-local IDF, via ``retrieve``, or from
         its score columns when ``moments`` is given); with them each term's column is scaled by
-        its weight first (global-IDF rescaling).
+        its weight first (global-IDF rescaling); ``scored`` gives every doc's score already
+        (corpus-wide statistics, ``lar.layers.kits.lexical.corpus_stats.live_scores``).
         ``moments`` (a :class:`lar.core.background.ScoreMoments`) is given every allowed doc's score,
         zeros included: the query's score background in this segment."""
         if self.model is None or k < 1:
@@ -180,12 +189,13 @@ class Segment:
         if mask is not None and not mask.any():
             return []
         k = min(k, self.n_docs)
-        if weights is None and moments is None:
+        if weights is None and moments is None and scored is None:
             res = self.model.retrieve([present], k=k, show_progress=False, n_threads=0,
                                       weight_mask=mask)
             ids, scores = res.documents[0], res.scores[0]
         else:  # every doc's score, once: the top k and, when asked, the background come from it
-            scores_all = self._column_scores(present, weights)
+            scores_all = np.array(scored, dtype=np.float32) if scored is not None else \
+                self._column_scores(present, weights)
             if moments is not None:
                 moments.add(scores_all if mask is None else scores_all[mask > 0])
             if mask is not None:
@@ -220,9 +230,9 @@ def global_weights(segments: Sequence[Segment], terms: Sequence[str], method: st
     for s, df in zip(segments, dfs):
         w = {}
         for t in terms:
-            local = _idf(method, df[t], s.n_docs)
+            local = idf(method, df[t], s.n_docs)
             if df[t] and local > 0:
-                w[t] = _idf(method, sum(d[t] for d in dfs), n_total) / local
+                w[t] = idf(method, sum(d[t] for d in dfs), n_total) / local
         out.append(w)
     return out
 
@@ -346,6 +356,9 @@ class SegmentStore:
                 model = bm25s.BM25(k1=self.params.k1, b=self.params.b, method=self.params.method)
                 model.index(corpus, show_progress=False)
                 model.save(str(tmp), show_progress=False)
+                tf, doclen = term_frequencies(model, corpus)
+                np.save(tmp / TF, tf)
+                np.save(tmp / DOCLEN, doclen)
             (tmp / DOCS).write_text(json.dumps({"units": unit_list, "docs": docs},
                                                separators=(",", ":")), "utf-8")
             files = {p.name: [p.stat().st_size, _crc(p)] for p in sorted(tmp.iterdir())}

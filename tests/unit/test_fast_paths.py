@@ -1,0 +1,121 @@
+"""Each fast path of a search (issue 26) gives exactly what the general path gives."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import lar
+from lar.core.errors import ConfigError
+from lar.core.fasthit import layer_hit
+from lar.core.types import Hit, Span
+from lar.fusion import pipeline
+from lar.fusion.adaptive import adaptive_fusion
+from lar.fusion.emit import fused_hit
+from lar.fusion.grouping import group_hits, merged_hit, runs_for_fusion
+from lar.fusion.probe import with_probe
+
+H1, H2 = "a" * 16, "b" * 16
+
+
+def _hit(layer, h, s, e, rank, score, subs=()):
+    return Hit.single(layer, Span(h, s, e), rank=rank, score=score, score_kind="k", query="q",
+                      sub_spans=subs)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(rank=1, score=3.5),
+    dict(rank=7, score=np.float64(2.25), sub_spans=[(0, 3), [4, 9]]),
+    dict(rank=2, score=1, sub_spans=((5, 5),), query=None),
+    dict(rank=3, score=float("inf")),
+])
+def test_layer_hit_equals_hit_single(kw):
+    kw = {"score_kind": "bm25", "query": "fox", **kw}
+    fast = layer_hit("bm25", Span(H1, 0, 10), **kw)
+    slow = Hit.single("bm25", Span(H1, 0, 10), **{**kw, "sub_spans": tuple(kw.get("sub_spans", ()))})
+    assert fast == slow
+    assert type(fast.evidence["bm25"].score) is float
+    assert fast.evidence["bm25"].sub_spans == slow.evidence["bm25"].sub_spans
+    with pytest.raises(Exception):
+        fast.evidence["bm25"].details["x"] = 1  # frozen like the general one
+
+
+@pytest.mark.parametrize("kw", [dict(rank=0, score=1.0), dict(rank=1, score=float("nan")),
+                                dict(rank=1, score=1.0, sub_spans=[(5, 2)])])
+def test_layer_hit_refuses_what_hit_single_refuses(kw):
+    with pytest.raises(ConfigError):
+        layer_hit("bm25", Span(H1, 0, 10), score_kind="k", **kw)
+
+
+def _one_layer_list():
+    return [_hit("bm25", H1, 0, 10, 1, 9.0), _hit("bm25", H1, 5, 20, 2, 8.0),  # overlapping
+            _hit("bm25", H1, 0, 10, 3, 7.0),  # same span again: dropped
+            _hit("bm25", H2, 0, 0, 4, 6.0), _hit("bm25", H2, 0, 4, 5, 5.0),  # empty span inside
+            _hit("bm25", H1, 30, 40, 6, 4.0)]
+
+
+def test_one_layer_grouping_equals_the_general_rules():
+    lists = {"bm25": _one_layer_list()}
+    fast, general = group_hits(lists), group_hits(lists, fast=False)
+    assert fast == general
+    assert [g.key for g in fast] == [g.key for g in general]
+    assert [dict(g.ranks) for g in fast] == [{"bm25": r} for r in (1, 2, 3, 4, 5)]
+
+
+def _two_layers():
+    a = [_hit("bm25", H1 if i % 3 else H2, 100 * i, 100 * i + 50, i + 1, 30.0 - i * 0.9, ((100 * i, 100 * i + 4),))
+         for i in range(25)]
+    b = [_hit("grep", H1, 100 * i + 10, 100 * i + 20, j + 1, 12.0 - 0.4 * j) for j, i in enumerate(range(24, 0, -1))]
+    return {"bm25": a, "grep": b}
+
+
+def test_fused_hit_equals_merge_then_probe_then_score():
+    lists = _two_layers()
+    groups = group_hits(lists)
+    assert any(len(g.members) == 2 for g in groups)
+    places = runs_for_fusion(groups, lists)
+    items, _, _, fits = adaptive_fusion(places, k=None, units={g.key: g.span.hash for g in groups})
+    assert any(f is not None for f in fits.values())
+    by_key = {g.key: g for g in groups}
+    for i, it in enumerate(items, 1):
+        g = by_key[it.key]
+        chain = replace(with_probe(merged_hit(g, dict(it.ranks)), fits), score=float(it.score), rank=i)
+        assert fused_hit(g, it.ranks, fits, it.score, i) == chain
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    words = ["fox", "dog", "cat", "bird", "fish", "lion", "bear", "wolf"]
+    for i in range(40):
+        body = " ".join(words[(i + j) % len(words)] for j in range(1 + i % 7))
+        (root / f"d{i:02d}.txt").write_text(f"document {i}\n\n{body} the quick brown {words[i % 8]}\n" * (1 + i % 3))
+    return root
+
+
+def _general(monkeypatch):
+    monkeypatch.setattr(pipeline, "group_hits", lambda per_layer: group_hits(per_layer, fast=False))
+    monkeypatch.setattr(pipeline, "fused_hit", lambda g, ranks, fits, score, rank: replace(
+        with_probe(merged_hit(g, dict(ranks)), fits), score=float(score), rank=rank))
+    monkeypatch.setattr("lar.layers.bm25.layer_hit", Hit.single)
+
+
+@pytest.mark.parametrize("fusion", [None, "rrf", "combsum"])
+def test_bm25_search_equals_the_general_path(corpus, tmp_path, monkeypatch, fusion):
+    eng = lar.open(corpus, state=tmp_path / "state")
+    try:
+        eng.build(timebox=60, layers=["bm25"])
+        queries = ["fox", "quick brown dog", "lion bear wolf", "document 7 fish"]
+        fast = [eng.search(q, layers=["bm25"], k=20, timebox=30, fusion=fusion) for q in queries]
+        with monkeypatch.context() as m:
+            _general(m)
+            slow = [eng.search(q, layers=["bm25"], k=20, timebox=30, fusion=fusion) for q in queries]
+    finally:
+        eng.close()
+    for f, s in zip(fast, slow):
+        assert f.hits and f.hits == s.hits
+        assert [h.id for h in f.hits] == [h.id for h in s.hits]
+        assert f.score_scale == s.score_scale
+        assert [r.probe for r in f.runs if r.name == "bm25"] == [r.probe for r in s.runs if r.name == "bm25"]
