@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from lar.core.errors import CorruptStateError, DeadlineExceeded
-from lar.core.sqlite_repair import SqliteFile
+from lar.core.sqlite_repair import Repair, SqliteFile
 from lar.core.layer import BaseLayer, LayerContext, ScopeView, Unit
 from lar.core.types import LayerStatus
 
@@ -126,6 +126,7 @@ class BuildingLayer(BaseLayer):
         self.dir = ctx.layer_dir(self.name)
         self.manifest = Manifest(self.dir / "manifest.sqlite")
         self.state_files: list[SqliteFile] = [self.manifest.db]  # what ``recover`` checks
+        self._other_repairs: list[Repair] = []  # stores set aside whole (``note_repair``)
         self._build_lock = threading.Lock()
 
     # -- damaged state files (lar.core.sqlite_repair) ---------------------------------------
@@ -154,9 +155,15 @@ class BuildingLayer(BaseLayer):
             return False
         return any([bool(db.repair(exc)) for db in self.state_files])
 
-    def repairs(self) -> list:
+    def repairs(self) -> list[Repair]:
         """The :class:`lar.core.sqlite_repair.Repair` records of this layer's files."""
-        return sorted((r for db in self.state_files for r in db.repairs), key=lambda r: r.at)
+        return sorted([r for db in self.state_files for r in db.repairs] + self._other_repairs,
+                      key=lambda r: r.at)
+
+    def note_repair(self, rep: Repair) -> None:
+        """A store of the layer was set aside whole: every unit is rebuilt lazily."""
+        self._other_repairs.append(rep)
+        self.manifest.clear()
 
     def recovering(self, fn):
         """``fn()``, once more after an error that damaged state explains (and repaired)."""

@@ -110,6 +110,18 @@ class Repair:
                 f"{Path(self.moved_to).name} and started afresh. {self.todo}")
 
 
+def set_aside_folder(folder: Path, db: Path, *, label: str, todo: str) -> Repair | None:
+    """A store folder whose catalogue ``db`` is damaged, set aside whole (its other files
+    mean nothing without it): the :class:`Repair`, or None when ``db`` passes its check."""
+    damage = check(db)
+    if damage is None:
+        return None
+    moved = set_aside(Path(folder))
+    rep = Repair(label, str(db), damage, str(moved), todo, time.time())
+    warnings.warn(RepairedStateWarning(rep.message()), stacklevel=3)
+    return rep
+
+
 def plain_connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA synchronous=NORMAL")

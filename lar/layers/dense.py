@@ -23,7 +23,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from lar.core.errors import ConfigError, LarError, QueryError
+from lar.core.errors import ConfigError, CorruptStateError, LarError, QueryError
+from lar.core.sqlite_repair import set_aside_folder
 from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
 from lar.core.types import Hit, Span
 from lar.layers.kits.vectors.hubness import DEFAULT_K, DEFAULT_SIZE, ReferenceCache, hubness
@@ -91,7 +92,17 @@ class ChunkVectorLayer(EmbeddingLayer):
             if self._store is None:
                 from lar.layers.kits.vectors.chunkstore import ChunkVectorStore
 
-                self._store = ChunkVectorStore(self.dir / f"vectors-{self._model_id}", self.dim())
+                folder = self.dir / f"vectors-{self._model_id}"
+                try:
+                    self._store = ChunkVectorStore(folder, self.dim())
+                except CorruptStateError:  # a damaged catalogue: set aside, start afresh
+                    rep = set_aside_folder(
+                        folder, folder / "rows.sqlite", label=f"the {self.name} layer's vector store",
+                        todo="The layer re-encodes its units lazily: run `lar build`.")
+                    if rep is None:
+                        raise
+                    self.note_repair(rep)
+                    self._store = ChunkVectorStore(folder, self.dim())
             return self._store
 
     def index_unit(self, unit: Unit, doc) -> dict[str, Any]:
@@ -115,6 +126,7 @@ class ChunkVectorLayer(EmbeddingLayer):
         return await asyncio.to_thread(self._search, text, scope, budget)
 
     def _search(self, text: str, scope: ScopeView, budget: Budget) -> list[Hit]:
+        _ = self.store  # opened first: a damaged store set aside here makes every unit pending
         paths, done, ok = self.scope_state(scope)
         if not paths:
             budget.set_coverage(1.0)

@@ -129,3 +129,28 @@ def test_a_damaged_bm25_unit_store_is_set_aside_and_its_units_rebuilt(corpus, tm
             assert [h.path for h in res.hits] == ["fresh.txt"]
             assert EXPECTED <= _hashes(eng.search({"bm25": "parse_deadline"}, timebox=10))
     assert len(_set_aside(state / "layers" / "bm25", "units.sqlite")) == 1
+
+
+def test_a_damaged_vector_catalogue_is_set_aside_and_reencoded(corpus, tmp_path):
+    pytest.importorskip("model2vec")
+    from tests.regression.test_crash_resume import _tiny_model
+
+    (corpus / "docs" / "rivers.md").write_text("the river delta meets the harbour\n")
+    cfg = {"static_model": str(_tiny_model(tmp_path / "m2v"))}
+    state = tmp_path / "state"
+    with lar.open(corpus, state=state, config=cfg) as eng:
+        assert eng.build(timebox=60, layers=["static"])["layers"]["static"]["pending"] == 0
+        before = [h.hash for h in eng.search({"static": "river delta"}, timebox=10).hits]
+    rows, = (state / "layers" / "static").glob("vectors-*/rows.sqlite")
+    _checkpoint(rows)
+    os.truncate(rows, 50)
+    with pytest.warns(RepairedStateWarning, match=r"rows\.sqlite"):
+        with lar.open(corpus, state=state, config=cfg) as eng:
+            run = eng.search({"static": "river delta"}, timebox=10).run("static")
+            assert run.state == RunState.RAN and run.coverage == 0.0  # nothing encoded now
+            assert "set aside" in eng.status().layer("static").notes
+            report = eng.build(timebox=60, layers=["static"])["layers"]["static"]
+            assert report["failed"] == 0 and report["pending"] == 0
+            res = eng.search({"static": "river delta"}, timebox=10)
+            assert res.run("static").coverage == 1.0 and [h.hash for h in res.hits] == before
+    assert len(list(rows.parent.parent.glob(f"{rows.parent.name}.corrupt-*"))) == 1

@@ -13,29 +13,27 @@ and the delta segments), which is replaced atomically, read-modify-write under a
 private to its writer: a segment id names the process that built it (``<time>-p<pid>-<random>``),
 and a folder no layout names (a temporary one, or one built and not yet committed) is removed
 only by its own process once it is no longer in flight, or by anyone when that process is dead
-or the folder is older than ``STALE_AFTER_S``.
+or the folder is older than ``writers.STALE_AFTER_S`` (``lar.layers.kits.lexical.writers``).
 """
 from __future__ import annotations
 
-import contextlib
 import errno
-import fcntl
 import json
 import os
-import re
 import secrets
 import shutil
-import threading
 import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from lar.core.errors import CorruptStateError, require
+from lar.layers.kits.lexical import writers
 from lar.layers.kits.lexical.corpus_stats import idf, term_frequencies
+from lar.layers.kits.lexical.writers import TMP
 from lar.store.cas import atomic_write
 
 SEGMENT_FORMAT = 1
@@ -45,39 +43,13 @@ LAYOUT = "segments.json"
 TF, DOCLEN = "tf.npy", "doclen.npy"  # raw term frequencies and doc lengths
 STATS_VERSION = 1
 LOCK = "segments.lock"
-TMP = ".tmp-"
-# a folder no layout names, whose writer is alive, is left alone for this long (its writer may
-# still commit it); past it, it is garbage whoever made it
-STALE_AFTER_S = 3600.0
 # errors that say reading failed (no memory, no file handles, I/O), not that the segment is bad
 NOT_CORRUPTION = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EIO, errno.EAGAIN,
                             errno.EACCES, errno.EPERM, errno.EINTR})
-_OWNER = re.compile(r"-p(\d+)-")
-# segment ids built in this process and not yet committed (every SegmentStore of the process)
-_in_flight: set[str] = set()
-_in_flight_lock = threading.Lock()
 
 
 class CorruptSegment(CorruptStateError):
     """A segment folder failed its checks (missing or altered file, wrong parameters)."""
-
-
-def owner_pid(seg_id: str) -> int | None:
-    """The process that built segment ``seg_id`` (None for ids of older lar versions)."""
-    m = _OWNER.search(seg_id)
-    return int(m.group(1)) if m else None
-
-
-def pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
 
 
 @dataclass(frozen=True)
@@ -292,43 +264,16 @@ class SegmentStore:
                     shutil.rmtree(p, ignore_errors=True)
 
     # -- the writers' lock and uncommitted work -------------------------------------------------
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
+    def locked(self):
         """Hold the store's cross-process lock (layout changes and garbage collection)."""
-        with open(self.dir / LOCK, "a+") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        return writers.locked(self.dir / LOCK)
+
+    claim = staticmethod(writers.claim)
+    release = staticmethod(writers.release)
 
     @staticmethod
-    def claim(seg_id: str) -> None:
-        """Mark ``seg_id`` in flight in this process: no garbage collection removes it."""
-        with _in_flight_lock:
-            _in_flight.add(seg_id)
-
-    @staticmethod
-    def release(seg_id: str) -> None:
-        with _in_flight_lock:
-            _in_flight.discard(seg_id)
-
-    def removable(self, path: Path) -> bool:
-        """Whether a folder that no layout names is garbage: its writer is this process and
-        no longer builds it, or its writer is dead, or it is older than ``STALE_AFTER_S``."""
-        seg_id = path.name[len(TMP):] if path.name.startswith(TMP) else path.name
-        pid = owner_pid(seg_id)
-        if pid is None:
-            return True  # left by an older lar, which removed such folders itself
-        if pid == os.getpid():
-            with _in_flight_lock:
-                return seg_id not in _in_flight
-        if not pid_alive(pid):
-            return True
-        try:
-            return time.time() - path.stat().st_mtime > STALE_AFTER_S
-        except OSError:
-            return False
+    def removable(path: Path) -> bool:
+        return writers.removable(path)
 
     # -- the layout -------------------------------------------------------------------------------
     def layout_stamp(self) -> tuple[int, int, int] | None:
