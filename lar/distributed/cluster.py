@@ -1,0 +1,45 @@
+"""Ray, imported lazily (an error naming the ``ray`` extra when it is missing), and the cluster a
+process joins: the one already initialised (a notebook's or a test's ``ray.init``), else the
+cluster at ``address``, else a local one. Ray's usage-statistics report is switched off: lar never
+talks to the network on its own."""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from lar.core.errors import ConfigError, require
+
+__all__ = ["ray_module", "connect", "check_address"]
+
+_lock = threading.Lock()
+
+
+def ray_module():
+    """The ``ray`` package, or ``MissingExtraError`` naming the extra."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    return require("ray", "ray")
+
+
+def check_address(address: Any) -> str | None:
+    """``None`` (join the running cluster or start a local one), ``"auto"`` or ``"host:port"``
+    / ``"ray://host:port"``."""
+    if address is None:
+        return None
+    if not isinstance(address, str) or not address.strip():
+        raise ConfigError(f"a Ray address must be 'auto', 'host:port' or 'ray://host:port', "
+                          f"got {address!r}")
+    return address.strip()
+
+
+def connect(address: str | None = None):
+    """Join a Ray cluster once per process and return the ``ray`` module."""
+    ray = ray_module()
+    with _lock:
+        if not ray.is_initialized():
+            if address is None:  # a local cluster on this machine, on loopback
+                ray.init(include_dashboard=False, _node_ip_address="127.0.0.1",
+                         log_to_driver=False)
+            else:
+                ray.init(address=check_address(address), log_to_driver=False)
+    return ray
