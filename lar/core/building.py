@@ -30,6 +30,11 @@ class SkipUnit(Exception):
     """Raised by ``index_unit`` when a unit cannot be indexed by this layer (with the reason)."""
 
 
+class RemoteUnitError(Exception):
+    """A unit's pass failed in another process (``lar.distributed.ray_build``): the message is
+    ``"<exception type>: <message>"``, as a local failure records it."""
+
+
 class Manifest:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -130,6 +135,22 @@ class BuildingLayer(BaseLayer):
     def drop(self, hashes: set[str]) -> None:
         """Forget the artefacts of units that are no longer live (default: nothing to do)."""
 
+    # -- building in other processes (lar.distributed.ray_build) -----------------------------
+    def remote_pass(self):
+        """A picklable object whose ``run(unit, doc)`` computes in another process what
+        ``index_unit`` computes for a unit (its model pass), or None (the default): the layer
+        builds in this process only. ``index_payload`` then writes what it returned."""
+        return None
+
+    def needs_pass(self, unit: Unit) -> bool:
+        """Whether ``unit`` needs the remote pass (False: building it here is cheap, e.g. its
+        encoding is already stored by a layer sharing the pass)."""
+        return True
+
+    def index_payload(self, unit: Unit, doc, payload) -> dict[str, Any] | None:  # pragma: no cover
+        """Write ``payload`` (the remote pass's result for ``unit``) as ``index_unit`` would."""
+        raise NotImplementedError
+
     # -- versions, coverage, status ---------------------------------------------------------
     @property
     def build_version(self) -> str:
@@ -194,8 +215,10 @@ class BuildingLayer(BaseLayer):
             notes=notes)
 
     # -- building ---------------------------------------------------------------------------
-    def build_one(self, unit: Unit) -> str:
-        """Index one unit now (idempotent per hash). Returns the manifest state."""
+    def build_one(self, unit: Unit, payload: Any = None) -> str:
+        """Index one unit now (idempotent per hash). Returns the manifest state. ``payload``:
+        what the layer's remote pass computed for it (written by ``index_payload``), or the
+        ``SkipUnit``/``RemoteUnitError`` the pass raised."""
         with self._build_lock:
             try:
                 why = self.skip_reason(unit)
@@ -204,12 +227,18 @@ class BuildingLayer(BaseLayer):
                 doc = self.ctx.reader.document(unit.hash, unit.path)
                 if doc.skipped:
                     raise SkipUnit(doc.skipped)
-                info = self.index_unit(unit, doc) or {}
+                if isinstance(payload, Exception):
+                    raise payload
+                info = (self.index_unit(unit, doc) if payload is None
+                        else self.index_payload(unit, doc, payload)) or {}
                 self.manifest.mark(unit.hash, self.build_version, "ok", "", info)
                 return "ok"
             except SkipUnit as exc:
                 self.manifest.mark(unit.hash, self.build_version, "skipped", str(exc))
                 return "skipped"
+            except RemoteUnitError as exc:
+                self.manifest.mark(unit.hash, self.build_version, "failed", str(exc))
+                return "failed"
             except Exception as exc:  # one bad unit never fails the build
                 self.manifest.mark(unit.hash, self.build_version, "failed",
                                    f"{type(exc).__name__}: {exc}")

@@ -151,10 +151,11 @@ class Builder:
 
     # -- building now -----------------------------------------------------------------------
     def run(self, timebox: float, layers: Iterable[str] | None = None, scope: Any = None,
-            cancel: threading.Event | None = None, progress=None) -> dict[str, Any]:
+            cancel: threading.Event | None = None, progress=None, executor=None) -> dict[str, Any]:
         """Build until ``timebox`` seconds are spent or every layer caught up. ``progress``
         (optional) is called as ``progress(layer, done, total)`` when a layer starts (done 0)
-        and after each of its units."""
+        and after each of its units. ``executor`` (optional, e.g.
+        ``lar.distributed.ray_build.RayExecutor``) builds the layers it accepts elsewhere."""
         t0 = time.monotonic()
         deadline = t0 + timebox
         cancel = cancel or threading.Event()
@@ -173,7 +174,16 @@ class Builder:
             state = "ran"
             if progress is not None:
                 progress(name, 0, len(todo))
-            for i, u in enumerate(todo, 1):
+            extra: dict[str, Any] = {}
+            if executor is not None and todo and executor.accepts(layer):
+                def tally(st: str, name=name, n=len(todo)) -> None:
+                    counts[st] += 1
+                    if progress is not None:
+                        progress(name, sum(counts.values()), n)
+
+                state, extra = executor.build(layer, todo, deadline, cancel, tally)
+            here = () if extra else todo  # what the executor built is done
+            for i, u in enumerate(here, 1):
                 if time.monotonic() >= deadline or cancel.is_set():
                     state = "aborted"
                     break
@@ -185,7 +195,8 @@ class Builder:
                 layer.collect_garbage(live)
                 self.ctx.index.set_cursor(name, layer.build_version, seq)
             report["layers"][name] = {"state": state, **counts, "pending": len(todo) - done,
-                                      "coverage": round(layer.coverage(self.ctx.scope_view(scope)), 4)}
+                                      "coverage": round(layer.coverage(self.ctx.scope_view(scope)), 4),
+                                      **extra}
         report["elapsed"] = time.monotonic() - t0
         return report
 

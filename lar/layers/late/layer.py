@@ -40,12 +40,13 @@ from lar.layers.late.query import parse_late_query, token_weights
 from lar.layers.late.scan import DEFAULT_BLOCK_TOKENS, scan_units
 from lar.core.types import Hit, Span
 from lar.layers.kits.embedding import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
+from lar.layers.kits.vectors.shared import SharedPassLayer
 
 PCA_SAMPLE_UNITS = 64
 PCA_SAMPLE_TOKENS = 200_000
 
 
-class LateLayer(EmbeddingLayer):
+class LateLayer(SharedPassLayer, EmbeddingLayer):
     name = "late"
     version = "1"
     roles = frozenset({"generate", "refine"})
@@ -138,6 +139,11 @@ class LateLayer(EmbeddingLayer):
     def shared(self):
         self.encoder()
         return self._shared
+
+    def shared_encoder_factory(self):  # what a Ray worker loads to build (lar.distributed)
+        from functools import partial
+        from lar.encoders.adapters import load_token_encoder
+        return partial(load_token_encoder, self._ref.path, kind=self.options["kind"])
 
     def _pca_path(self):
         return self.dir / f"pca-{self.options['pca']}.npz"
@@ -361,12 +367,6 @@ class LateLayer(EmbeddingLayer):
         background = None if budget.partial else res.moments.result()
         budget.set_background(background)
         return self._hits(lq, qe, q, w, res, paths, budget)
-
-    def close_shards(self) -> None:
-        """Stop the shard actors of ``late_shards`` (the next search starts them again)."""
-        if self.sharded is not None:
-            self.sharded.close()
-            self.sharded = None
 
     def _hits(self, lq, qe, q, w, res, paths, budget) -> list[Hit]:
         from lar.maxsim.common import to_f32

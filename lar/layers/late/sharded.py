@@ -15,7 +15,7 @@ from lar.distributed.shards import ShardRun, merge_top
 from lar.layers.late.scan import ScanResult, scan_units
 from lar.layers.late.shard_source import SidecarSource
 
-__all__ = ["LateShards", "merge_results", "scan_on_shards"]
+__all__ = ["LateShards", "merge_results", "scan_on_shards", "close_shards"]
 
 
 def merge_results(results: Sequence[ScanResult], k: int) -> ScanResult:
@@ -74,3 +74,10 @@ def scan_on_shards(layer, q, w, order: Sequence[str], budget, opts: dict[str, An
     if res.unreadable:
         layer.manifest.forget([h for h, _ in res.unreadable])
     return res
+
+
+def close_shards(layer) -> None:
+    """Stop the layer's shard actors (its next search starts them again)."""
+    if layer.sharded is not None:
+        layer.sharded.close()
+        layer.sharded = None
