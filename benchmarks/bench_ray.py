@@ -141,20 +141,17 @@ def main() -> None:
     ap.add_argument("--cpus", type=int, default=2)
     ap.add_argument("--out", default=f"benchmarks/results/{dt.date.today()}-ray")
     args = ap.parse_args()
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
-    import ray
+    from lar.distributed.cluster import start_local_cluster
 
     t0 = time.perf_counter()
-    ray.init(num_cpus=args.cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False)
+    ray, stop = start_local_cluster(num_cpus=args.cpus)
     cluster_s = round(time.perf_counter() - t0, 2)
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="lar-bench-ray-") as d:
         tmp = Path(d)
         build = bench_build(tmp / "b", args.docs, args.cpus)
         scan = bench_scan(tmp / "s", args.units, args.reps)
-    ray.shutdown()
+    stop()
     data = {"date": str(dt.date.today()), "machine": platform.machine(), "cores": os.cpu_count(),
             "loadavg_at_start": [round(x, 1) for x in load], "ray": ray.__version__,
             "ray_cpus": args.cpus, "cluster_start_s": cluster_s, "build": build, "scan": scan}

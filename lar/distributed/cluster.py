@@ -10,7 +10,7 @@ from typing import Any
 
 from lar.core.errors import ConfigError, require
 
-__all__ = ["ray_module", "connect", "check_address"]
+__all__ = ["ray_module", "connect", "check_address", "start_local_cluster"]
 
 _lock = threading.Lock()
 
@@ -43,3 +43,25 @@ def connect(address: str | None = None):
             else:
                 ray.init(address=check_address(address), log_to_driver=False)
     return ray
+
+
+def start_local_cluster(num_cpus: int = 2, attempts: int = 3):
+    """Start a local Ray cluster on loopback (no dashboard, no usage report) and join it;
+    returns the ``ray`` module and the function that stops it. Used by the tests and the
+    benchmark.
+
+    Ray 2.60's raylet gives its Python agents 15 s to report their ports and aborts when one
+    misses it (``node_manager.cc``, not configurable), which happens when the machine's cores
+    are shared with other jobs: the start is then tried again, up to ``attempts`` times (the
+    second start finds the agents' modules in the page cache)."""
+    ray = ray_module()
+    for i in range(attempts):
+        try:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
+                     log_to_driver=False)
+            return ray, ray.shutdown
+        except Exception:
+            ray.shutdown()
+            if i == attempts - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover

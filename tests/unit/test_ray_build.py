@@ -16,6 +16,7 @@ import pytest
 
 import lar
 from lar.core.building import RemoteUnitError, SkipUnit
+from lar.core.errors import ConfigError
 from lar.core.registry import register_layer, unregister_layer
 from lar.distributed.ray_build import RayExecutor, executor_for, run_pass
 from lar.encoders.encoding import UnitEncoding
@@ -104,15 +105,17 @@ def _build(corpus: Path, state: Path, executor=None, timebox=120):
         return rep["layers"]["fakestatic"], _state(eng)
 
 
-def test_executor_choice_and_settings():
+def test_executor_choice_and_settings(tmp_path):
     assert executor_for(None) is None and executor_for("local") is None
     assert executor_for("ray", "auto") == RayExecutor(address="auto")
     ex = RayExecutor(batch=2)
     assert executor_for(ex) is ex
-    with pytest.raises(lar.ConfigError if hasattr(lar, "ConfigError") else Exception):
+    with pytest.raises(ConfigError):
         executor_for("spark")
-    with pytest.raises(Exception, match="batch"):
+    with pytest.raises(ConfigError, match="batch"):
         RayExecutor(batch=0)
+    with pytest.raises(ConfigError, match="ray_address"):
+        lar.open(_corpus(tmp_path / "c"), state=tmp_path / "s", config={"ray_address": 3})
 
 
 def test_run_pass_keeps_a_units_skip_or_failure():
@@ -212,3 +215,16 @@ def test_a_build_cut_short_leaves_the_rest_pending(on_ray, fake_layer, tmp_path)
         assert rep["state"] == "aborted" and rep["ok"] == 0 and rep["pending"] == N_FILES + 1
         rep = eng.build(timebox=120, layers=["fakestatic"], executor="ray")["layers"]["fakestatic"]
         assert rep["state"] == "ran" and rep["ok"] == N_FILES and rep["coverage"] == 1.0
+
+
+@pytest.mark.slow
+def test_lar_build_ray_on_the_command_line(on_ray, fake_layer, tmp_path, capsys):
+    import json
+
+    from lar.apps.cli import main
+
+    corpus = _corpus(tmp_path / "corpus")
+    code = main(["build", "--root", str(corpus), "--state", str(tmp_path / "s"), "--json",
+                 "--no-progress", "--layers", "fakestatic", "--ray"])
+    rep = json.loads(capsys.readouterr().out)["layers"]["fakestatic"]
+    assert code == 0 and rep["executor"] == "ray" and rep["ok"] == N_FILES and rep["pending"] == 0

@@ -212,8 +212,8 @@ def test_the_late_layer_on_shards_returns_the_local_hits(built_late, ray_cluster
             for q in queries:
                 res = eng.search(q, layers=["late"], timebox=60, k=5)
                 run = res.run("late")
-                out.append(([(h.id, round(h.score, 5)) for h in res.layer_hits["late"]],
-                            run.coverage, dict(run.details)))
+                out.append(([(h.id, round(h.evidence["late"].score, 5)) for h in res.layer_hits["late"]],
+                            run.coverage, dict(run.details or {})))
             if config:
                 from lar.layers.late.sharded import close_shards
 
