@@ -99,11 +99,13 @@ class ChunkVectorLayer(EmbeddingLayer):
 
     def index_unit(self, unit: Unit, doc) -> dict[str, Any]:
         self.text_of(doc)
-        return self.index_payload(unit, doc, self.encode_unit(unit, doc))
+        return self.store_vectors(unit, *self.encode_unit(unit, doc))
 
     def index_payload(self, unit: Unit, doc, payload) -> dict[str, Any]:
-        """Store ``(chunk spans, vectors)``, computed here or by the layer's remote pass."""
-        spans, vecs = payload
+        """Store the ``(chunk spans, vectors)`` the layer's remote pass computed."""
+        return self.store_vectors(unit, *payload)
+
+    def store_vectors(self, unit: Unit, spans, vecs) -> dict[str, Any]:
         self.store.put(unit.hash, np.asarray(spans, dtype=np.int64).reshape(-1, 2),
                        np.asarray(vecs, dtype=np.float32).reshape(-1, self.dim()))
         return {"chunks": int(len(spans))}
