@@ -17,6 +17,16 @@ from lar.core.errors import LarError
 COMMANDS_GROUP = "lar.commands"
 
 
+def _executor(ray_address: str | None):
+    """``lar build --ray [ADDRESS]``: None (build here), ``"ray"`` (at the engine's
+    ``ray_address``, else a local cluster) or the Ray executor at ADDRESS."""
+    if not ray_address:
+        return None if ray_address is None else "ray"
+    from lar.distributed.ray_build import RayExecutor
+
+    return RayExecutor(address=ray_address)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lar", description="Layered Anytime Retrieval")
     common = argparse.ArgumentParser(add_help=False)
@@ -46,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", parents=[common], help="let building layers catch up")
     b.add_argument("--timebox", type=duration, default=30.0)
     b.add_argument("--layers", type=csv_list, default=None, help="build only these layers")
+    b.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run the model passes on Ray workers (the optional ray extra): at ADDRESS "
+                        "('auto', 'host:port', 'ray://host:port'), else a local cluster")
     d = sub.add_parser("demo", help="run the scripted demo on the embedded corpus")
     d.add_argument("--timebox", type=duration, default=0.5)
     for long_op in (b, d):  # progress bars on stderr: by default when stderr is a terminal
@@ -238,7 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from lar.apps.progress import BuildProgress, wanted
 
                 with BuildProgress(wanted(args.progress)) as bars:
-                    report = eng.build(timebox=args.timebox, layers=args.layers, progress=bars)
+                    report = eng.build(timebox=args.timebox, layers=args.layers, progress=bars,
+                                       executor=_executor(args.ray))
                 _print(report, True)
             elif args.cmd == "replay":
                 _replay(eng, args)

@@ -31,6 +31,11 @@ class SkipUnit(Exception):
     """Raised by ``index_unit`` when a unit cannot be indexed by this layer (with the reason)."""
 
 
+class RemoteUnitError(Exception):
+    """A unit's pass failed in another process (``lar.distributed.ray_build``): the message is
+    ``"<exception type>: <message>"``, as a local failure records it."""
+
+
 class Manifest:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -189,6 +194,22 @@ class BuildingLayer(BaseLayer):
     def drop(self, hashes: set[str]) -> None:
         """Forget the artefacts of units that are no longer live (default: nothing to do)."""
 
+    # -- building in other processes (lar.distributed.ray_build) -----------------------------
+    def remote_pass(self):
+        """A picklable object whose ``run(unit, doc)`` computes in another process what
+        ``index_unit`` computes for a unit (its model pass), or None (the default): the layer
+        builds in this process only. ``index_payload`` then writes what it returned."""
+        return None
+
+    def needs_pass(self, unit: Unit) -> bool:
+        """Whether ``unit`` needs the remote pass (False: building it here is cheap, e.g. its
+        encoding is already stored by a layer sharing the pass)."""
+        return True
+
+    def index_payload(self, unit: Unit, doc, payload) -> dict[str, Any] | None:  # pragma: no cover
+        """Write ``payload`` (the remote pass's result for ``unit``) as ``index_unit`` would."""
+        raise NotImplementedError
+
     # -- versions, coverage, status ---------------------------------------------------------
     @property
     def build_version(self) -> str:
@@ -257,18 +278,20 @@ class BuildingLayer(BaseLayer):
             notes=notes)
 
     # -- building ---------------------------------------------------------------------------
-    def build_one(self, unit: Unit) -> str:
-        """Index one unit now (idempotent per hash). Returns the manifest state. An error that
-        a damaged SQLite file explains repairs the file and builds the unit once more."""
+    def build_one(self, unit: Unit, payload: Any = None) -> str:
+        """Index one unit now (idempotent per hash). Returns the manifest state. ``payload``:
+        what the layer's remote pass computed for it (written by ``index_payload``), or the
+        ``SkipUnit``/``RemoteUnitError`` the pass raised. An error that a damaged SQLite file
+        explains repairs the file and builds the unit once more."""
         with self._build_lock:
             try:
-                return self._build_unit(unit, damage_fails=False)
+                return self._build_unit(unit, False, payload)
             except sqlite3.DatabaseError as exc:
                 if not self.recover(exc):
                     return self._failed(unit, exc)
-            return self._build_unit(unit, damage_fails=True)
+            return self._build_unit(unit, True, payload)
 
-    def _build_unit(self, unit: Unit, damage_fails: bool) -> str:
+    def _build_unit(self, unit: Unit, damage_fails: bool, payload: Any = None) -> str:
         try:
             why = self.skip_reason(unit)
             if why:
@@ -276,7 +299,10 @@ class BuildingLayer(BaseLayer):
             doc = self.ctx.reader.document(unit.hash, unit.path)
             if doc.skipped:
                 raise SkipUnit(doc.skipped)
-            info = self.index_unit(unit, doc) or {}
+            if isinstance(payload, Exception):
+                raise payload
+            info = (self.index_unit(unit, doc) if payload is None
+                    else self.index_payload(unit, doc, payload)) or {}
             self.manifest.mark(unit.hash, self.build_version, "ok", "", info)
             return "ok"
         except DeadlineExceeded:  # abandoned at the caller's deadline: still pending
@@ -284,6 +310,9 @@ class BuildingLayer(BaseLayer):
         except SkipUnit as exc:
             self.manifest.mark(unit.hash, self.build_version, "skipped", str(exc))
             return "skipped"
+        except RemoteUnitError as exc:
+            self.manifest.mark(unit.hash, self.build_version, "failed", str(exc))
+            return "failed"
         except sqlite3.DatabaseError as exc:
             if not damage_fails:
                 raise

@@ -28,6 +28,8 @@ ENGINE_KEYS: Mapping[str, str] = MappingProxyType({
     "session": "the session name calls are logged under",
     "call_log": "keep the call log (<state>/calls.sqlite): True or False",
     "call_log_follow_up_s": "seconds within which a call counts as a follow-up of the previous",
+    "ray_address": "the Ray cluster of sharded scans and Ray builds: 'auto', 'host:port' or "
+                   "'ray://host:port' (default: the running one, else a local one; docs/ray.md)",
 })
 
 
@@ -92,6 +94,10 @@ class EngineConfig:
         call_log = c.get("call_log", True)
         if not isinstance(call_log, bool):
             raise ConfigError(f"config 'call_log' must be True or False, got {call_log!r}")
+        ray_address = c.get("ray_address")
+        if ray_address is not None and (not isinstance(ray_address, str) or not ray_address.strip()):
+            raise ConfigError(f"config 'ray_address' must be 'auto', 'host:port' or "
+                              f"'ray://host:port', got {ray_address!r}")
         variants = c.get("layer_variants") or {}
         if not isinstance(variants, Mapping):
             raise ConfigError("config 'layer_variants' must map layer names to {'base': ..., options}")

@@ -374,18 +374,24 @@ class Engine(Recording):
         return self.units.document(path_or_hash)
 
     def build(self, timebox: Any = 30.0, layers: Sequence[str] | None = None,
-              scope: Any = None, progress=None) -> dict[str, Any]:
+              scope: Any = None, progress=None, executor: Any = None) -> dict[str, Any]:
         """Give building layers up to ``timebox`` to catch up (priority: the last request's
         candidates and fetched units, then the scope by usage, then the rest). ``progress``
         (optional): called as ``progress(layer, done, total)`` as units are built (e.g.
-        ``lar.apps.progress.BuildProgress``, the bars ``lar build`` shows)."""
+        ``lar.apps.progress.BuildProgress``, the bars ``lar build`` shows). ``executor``:
+        None (here), ``"ray"`` (model passes on Ray workers at ``ray_address``, docs/ray.md) or
+        a ``lar.distributed.ray_build.RayExecutor``."""
+        from lar.distributed.ray_build import executor_for
+
+        ex = executor_for(executor, self.config.get("ray_address"))
+
         def run() -> dict[str, Any]:
             self._check_state()
             for n in layers or []:
                 if n not in self.layers:
                     raise UnknownLayerError(n, list(self.layers))
             return self.builder.run(parse_duration(timebox), layers=layers, scope=scope,
-                                    progress=progress)
+                                    progress=progress, executor=ex)
 
         return self._recorded("build", {"timebox": seconds(timebox), "layers": layers,
                                         "scope": scope}, run)

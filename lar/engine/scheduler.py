@@ -173,10 +173,11 @@ class Builder:
 
     # -- building now -----------------------------------------------------------------------
     def run(self, timebox: float, layers: Iterable[str] | None = None, scope: Any = None,
-            cancel: threading.Event | None = None, progress=None) -> dict[str, Any]:
+            cancel: threading.Event | None = None, progress=None, executor=None) -> dict[str, Any]:
         """Build until ``timebox`` seconds are spent or every layer caught up. ``progress``
         (optional) is called as ``progress(layer, done, total)`` when a layer starts (done 0)
-        and after each of its units."""
+        and after each of its units. ``executor`` (optional, e.g.
+        ``lar.distributed.ray_build.RayExecutor``) builds the layers it accepts elsewhere."""
         t0 = time.monotonic()
         deadline = t0 + timebox
         cancel = cancel or threading.Event()
@@ -200,7 +201,17 @@ class Builder:
             repairs = repair_count(layer)
             if progress is not None:
                 progress(name, 0, len(todo))
-            state = self._pass(name, layer, todo, 0, counts, deadline, cancel, progress)
+            extra: dict[str, Any] = {}
+            state = "ran"
+            if executor is not None and todo and executor.accepts(layer):
+                def tally(st: str, name=name, n=len(todo)) -> None:
+                    counts[st] += 1
+                    if progress is not None:
+                        progress(name, sum(counts.values()), n)
+
+                state, extra = executor.build(layer, todo, deadline, cancel, tally)
+            if not extra:  # what the executor built is done; else build here
+                state = self._pass(name, layer, todo, 0, counts, deadline, cancel, progress)
             # a damaged file set aside during the pass (lar.core.sqlite_repair) made units
             # pending again: plan once more
             while state == "ran" and repair_count(layer) != repairs:
@@ -214,7 +225,8 @@ class Builder:
                 layer.collect_garbage(live)
                 self.ctx.index.set_cursor(name, layer.build_version, seq)
             report["layers"][name] = {"state": state, **counts, "pending": len(todo) - done,
-                                      "coverage": round(layer.coverage(self.ctx.scope_view(scope)), 4)}
+                                      "coverage": round(layer.coverage(self.ctx.scope_view(scope)), 4),
+                                      **extra}
         report["elapsed"] = time.monotonic() - t0
         return report
 

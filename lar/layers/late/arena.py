@@ -9,9 +9,11 @@ too much of it is dead).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-__all__ = ["TokenArena", "MAX_SEGMENT_ROWS"]
+__all__ = ["TokenArena", "MAX_SEGMENT_ROWS", "in_memory"]
 
 MAX_SEGMENT_ROWS = 1 << 20
 MIN_SEGMENT_ROWS = 1 << 14
@@ -50,3 +52,15 @@ class TokenArena:
     @property
     def nbytes(self) -> int:
         return sum(s.nbytes for s in self.segments)
+
+
+def in_memory(enc, arena: TokenArena):
+    """A copy of ``enc`` in RAM (a sidecar's memory maps closed); float tokens go to ``arena``,
+    back to back with the units copied before them."""
+    if enc.token_scales is None:
+        tokens, scales = arena.add(enc.tokens), None
+    else:
+        tokens, scales = np.array(enc.tokens), np.array(enc.token_scales)
+    return replace(enc, tokens=tokens, token_spans=np.array(enc.token_spans),
+                   chunk_starts=np.array(enc.chunk_starts), chunk_spans=np.array(enc.chunk_spans),
+                   pooled=None, token_scales=scales)

@@ -18,7 +18,9 @@ Query: free text or ``{"text": ..., "weights": {word: w}, "min_score": 0.3}``
 (see ``lar.layers.late.query``). Options (``late_<key>`` in the engine config, or a variant's options):
 ``model`` (default the packaged all-MiniLM-L6-v2; any local checkpoint path), ``kind`` (auto,
 sentence-transformers, colbert, bge-m3), ``device`` (None = CUDA when available, else CPU),
-``pool``, ``pool_method`` (ward, adjacent), ``pca``, ``int8``, ``block_tokens``, ``localise``.
+``pool``, ``pool_method`` (ward, adjacent), ``pca``, ``int8``, ``block_tokens``, ``localise``,
+``shards`` (0: scan in this process; n: scan n shards on Ray actors, at the engine's
+``ray_address``, docs/ray.md).
 """
 from __future__ import annotations
 
@@ -32,31 +34,20 @@ import numpy as np
 
 from lar.core.errors import ConfigError, LarError, QueryError
 from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
-from lar.layers.late.arena import TokenArena
+from lar.layers.late.arena import TokenArena, in_memory
 from lar.layers.late.explain import localise, token_matches
 from lar.layers.late.query import parse_late_query, token_weights
 from lar.layers.late.order import scan_order
 from lar.layers.late.scan import DEFAULT_BLOCK_TOKENS, scan_units
 from lar.core.types import Hit, Span
 from lar.layers.kits.embedding import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
+from lar.layers.kits.vectors.shared import SharedPassLayer
 
 PCA_SAMPLE_UNITS = 64
 PCA_SAMPLE_TOKENS = 200_000
 
 
-def _in_memory(enc, arena: TokenArena):
-    """A copy of ``enc`` in RAM (a sidecar's memory maps closed); float tokens go to the arena,
-    back to back with the units scanned before them."""
-    if enc.token_scales is None:
-        tokens, scales = arena.add(enc.tokens), None
-    else:
-        tokens, scales = np.array(enc.tokens), np.array(enc.token_scales)
-    return replace(enc, tokens=tokens, token_spans=np.array(enc.token_spans),
-                   chunk_starts=np.array(enc.chunk_starts), chunk_spans=np.array(enc.chunk_spans),
-                   pooled=None, token_scales=scales)
-
-
-class LateLayer(EmbeddingLayer):
+class LateLayer(SharedPassLayer, EmbeddingLayer):
     name = "late"
     version = "1"
     roles = frozenset({"generate", "refine"})
@@ -67,12 +58,13 @@ class LateLayer(EmbeddingLayer):
     early_candidates = True  # the orchestrator hands over the cheap layers' candidates
     defaults = {"model": None, "kind": "auto", "device": None, "pool": 1, "pool_method": "ward",
                 "pca": 0, "int8": False, "block_tokens": DEFAULT_BLOCK_TOKENS, "localise": True,
-                "max_unit_bytes": DEFAULT_MAX_UNIT_BYTES, "cache_mb": 1024}
+                "max_unit_bytes": DEFAULT_MAX_UNIT_BYTES, "cache_mb": 1024, "shards": 0}
 
     @classmethod
     def check_options(cls, o: dict[str, Any]) -> None:
         super().check_options(o)
-        for key, low in (("pool", 1), ("pca", 0), ("block_tokens", 1024), ("cache_mb", 0)):
+        for key, low in (("pool", 1), ("pca", 0), ("block_tokens", 1024), ("cache_mb", 0),
+                         ("shards", 0)):
             v = o[key]
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ConfigError(f"layer {cls.name!r}: {key} must be an integer >= {low}, got {v!r}")
@@ -107,6 +99,7 @@ class LateLayer(EmbeddingLayer):
         self._cache_bytes = 0
         self._cache_lock = threading.Lock()
         self._arena = TokenArena()
+        self.sharded = None  # lar.layers.late.sharded.LateShards, started by the first search
 
     # -- versions and levers ----------------------------------------------------------------
     @property
@@ -147,6 +140,11 @@ class LateLayer(EmbeddingLayer):
     def shared(self):
         self.encoder()
         return self._shared
+
+    def shared_encoder_factory(self):  # what a Ray worker loads to build (lar.distributed)
+        from functools import partial
+        from lar.encoders.adapters import load_token_encoder
+        return partial(load_token_encoder, self._ref.path, kind=self.options["kind"])
 
     def _pca_path(self):
         return self.dir / f"pca-{self.options['pca']}.npz"
@@ -244,7 +242,7 @@ class LateLayer(EmbeddingLayer):
         size = enc.tokens.nbytes + enc.token_spans.nbytes
         with self._cache_lock:
             if self._cache_bytes + size <= self.options["cache_mb"] * (1 << 20):
-                enc = _in_memory(enc, self._arena)
+                enc = in_memory(enc, self._arena)
                 self._cache[h] = enc
                 self._cache_bytes += size
         return enc
@@ -345,9 +343,14 @@ class LateLayer(EmbeddingLayer):
         w = token_weights(lq, qe.token_texts, qe.token_spans, self.name)
         order = self.order(ok, paths, candidates)
         min_score = lq.min_score * float(w.sum()) if lq.min_score else None
-        res = scan_units(q, w, order, self.load, budget.pool, should_stop=budget.expired,
-                         block_tokens=self.options["block_tokens"], backend=self.backend(),
-                         device=self.options["device"], min_score=min_score)
+        opts = {"block_tokens": self.options["block_tokens"], "backend": self.backend(),
+                "device": self.options["device"], "min_score": min_score}
+        if self.options["shards"]:
+            from lar.layers.late.sharded import scan_on_shards
+
+            res = scan_on_shards(self, q, w, order, budget, opts)
+        else:
+            res = scan_units(q, w, order, self.load, budget.pool, should_stop=budget.expired, **opts)
         budget.set_coverage((not_ok + len(res.scanned)) / len(paths))
         budget.detail("gathered_tokens", res.gathered)  # 0: every block was a view of the arena
         if res.unreadable:

@@ -9,14 +9,16 @@ corrupt or truncated one is deleted and re-encoded, never used.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from lar.layers.kits.chunking import CHUNKER_VERSION, chunk
 from lar.encoders.encoding import UnitEncoding
 from lar.layers.kits.vectors.sidecar import CorruptSidecarError, open_sidecar, sidecar_path, write_sidecar
 
-__all__ = ["SharedEncodings", "chunk_target_bytes", "embedding_chunks"]
+__all__ = ["SharedEncodings", "SharedPass", "SharedPassLayer", "chunk_target_bytes",
+           "embedding_chunks"]
 
 
 def chunk_target_bytes(max_tokens: int) -> int:
@@ -80,8 +82,13 @@ class SharedEncodings:
             spans = embedding_chunks(doc, self.target)
             enc = self.encoder.encode_spans(doc.text, spans, chunker_version=self.chunker_version)
             self.encoded += 1
-            write_sidecar(self.path(h), enc, meta={"unit": h, "chunk_target": self.target})
-            return open_sidecar(self.path(h)).encoding
+            return self.put(h, enc)
+
+    def put(self, h: str, enc: UnitEncoding) -> UnitEncoding:
+        """Store ``enc`` as the encoding of ``h`` (computed here, or by a ``SharedPass`` in
+        another process: the same bytes either way) and return it as read back."""
+        write_sidecar(self.path(h), enc, meta={"unit": h, "chunk_target": self.target})
+        return open_sidecar(self.path(h)).encoding
 
     def drop(self, hashes: Iterable[str]) -> None:
         for h in hashes:
@@ -92,3 +99,54 @@ class SharedEncodings:
             return 0
         return sum(p.stat().st_size for p in self.root.glob("*/*.lvec"))
 
+
+
+_ENCODERS: dict[str, Any] = {}
+_ENCODERS_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class SharedPass:
+    """The shared encoder pass of one unit, run in another process (a Ray worker): the same
+    chunks and the same ``encode_spans`` as :meth:`SharedEncodings.encode`. ``encoder`` is a
+    picklable factory (e.g. ``functools.partial(get_encoder, path)``), called once per process."""
+
+    encoder: Callable[[], Any]
+    target: int
+    chunker_version: str
+
+    def run(self, unit, doc) -> UnitEncoding:
+        from lar.core.building import SkipUnit
+
+        if not doc.text or not doc.text.strip():
+            raise SkipUnit("no text")
+        key = repr(self.encoder)
+        with _ENCODERS_LOCK:
+            enc = _ENCODERS.get(key)
+            if enc is None:
+                enc = _ENCODERS[key] = self.encoder()
+        return enc.encode_spans(doc.text, embedding_chunks(doc, self.target),
+                                chunker_version=self.chunker_version)
+
+
+class SharedPassLayer:
+    """Mixin of the layers whose model pass is the shared encoding (``dense``, ``late``): they
+    build on Ray workers (``lar.distributed.ray_build``) by storing the encodings the workers
+    computed, then indexing as usual from the stored file. Needs ``shared``, ``problem()``,
+    ``index_unit`` and ``shared_encoder_factory()``."""
+
+    def shared_encoder_factory(self) -> Callable[[], Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def remote_pass(self):
+        if self.problem() is not None:
+            return None
+        sh = self.shared
+        return SharedPass(self.shared_encoder_factory(), sh.target, sh.chunker_version)
+
+    def needs_pass(self, unit) -> bool:
+        return not self.shared.path(unit.hash).exists()
+
+    def index_payload(self, unit, doc, payload):
+        self.shared.put(unit.hash, payload)
+        return self.index_unit(unit, doc)
