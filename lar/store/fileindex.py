@@ -3,15 +3,13 @@ sequence number as the change cursor, per-layer cursors, skipped files and usage
 
 SQLite in WAL mode: readers see the last committed state and never a half-written one. There is
 one writer at a time across processes: ``writing()`` takes an ``flock`` on ``writer.lock`` in the
-state dir, waiting up to ``lock_timeout`` seconds, then raises ``StateLockedError`` naming the
-process that holds it.
+state dir (``lar.store.writer_lock``), waiting up to ``lock_timeout`` seconds, then raises
+``StateLockedError`` naming the process that holds it.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-import fcntl
-import os
 import sqlite3
 import threading
 import time
@@ -23,7 +21,8 @@ from lar.core import deadline
 from lar.core.errors import CorruptStateError, HitNotFoundError, StateLockedError
 from lar.store.pathkeys import display_path, key_path, path_key
 from lar.core.sqlite_repair import SqliteFile
-from lar.store.index_schema import SCHEMA_VERSION, create_schema, read_schema
+from lar.store.index_schema import SCHEMA_VERSION, create_schema, read_schema, set_aside_older_schema
+from lar.store.writer_lock import WriterLock
 
 __all__ = ["FileIndex", "FileRecord", "SCHEMA_VERSION"]
 
@@ -77,7 +76,7 @@ class FileIndex:
         self._write_depth = 0
         self._writes = 0  # this process's writes to ``files`` (a stat-only update moves no seq)
         self._all_cache: tuple[tuple[int, int], dict[str, FileRecord]] | None = None
-        self._lock_fh = None
+        self._writer = WriterLock(self.lock_path, self.state_dir, lock_timeout)
         self.migrated_from: str | None = None
         self.on_repair = None  # called after a damaged index was replaced (the engine rescans)
         self.db = SqliteFile(
@@ -85,7 +84,10 @@ class FileIndex:
             on_reset=self._reset, trust_errors=True,
             todo="lar rescans the folder into a new index: nothing to do, but hit ids from "
                  "before may no longer resolve (search again), and usage counts start afresh.")
-        self._set_aside_older_schema()
+        older = set_aside_older_schema(self.db_path, self.lock_timeout, self.writing)
+        if older is not None:
+            self.close()
+            self.migrated_from = older
         try:
             self.db.open()
             found = read_schema(self._conn())
@@ -120,32 +122,6 @@ class FileIndex:
             return fn()
         return self.db.recovering(fn)
 
-    def _set_aside_older_schema(self) -> None:
-        """An index written by an older lar is derived data: keep it as a backup beside the new
-        one (``index.sqlite.schema-N.bak``) and start afresh; the next scan re-indexes."""
-        if not self.db_path.exists():
-            return
-        try:
-            conn = sqlite3.connect(self.db_path, timeout=self.lock_timeout)
-            try:
-                found = read_schema(conn)
-            finally:
-                conn.close()
-        except sqlite3.DatabaseError:
-            return  # unreadable: reported below with what to do
-        if found is None or found == SCHEMA_VERSION or not found.isdigit() \
-                or int(found) > int(SCHEMA_VERSION):
-            return
-        with self.writing():
-            backup = self.db_path.with_name(f"index.sqlite.schema-{found}.bak")
-            for suffix in ("-wal", "-shm"):
-                side = self.db_path.with_name(self.db_path.name + suffix)
-                if side.exists():
-                    side.unlink()
-            os.replace(self.db_path, backup)
-        self.close()
-        self.migrated_from = found
-
     # -- connections ------------------------------------------------------------------------
     def _connect(self, path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(path, timeout=self.lock_timeout, isolation_level=None,
@@ -177,7 +153,7 @@ class FileIndex:
         try:
             outer = self._write_depth == 0
             if outer:
-                self._acquire_flock()
+                self._writer.acquire()
             self._write_depth += 1
             conn = self._conn()
             try:
@@ -196,40 +172,9 @@ class FileIndex:
             finally:
                 self._write_depth -= 1
                 if outer:
-                    self._release_flock()
+                    self._writer.release()
         finally:
             self._write_mutex.release()
-
-    def _acquire_flock(self) -> None:
-        fh = open(self.lock_path, "a+")
-        wait = deadline.remaining(self.lock_timeout)
-        until = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= until:
-                    fh.seek(0)
-                    holder = fh.read().strip() or "unknown"
-                    fh.close()
-                    raise StateLockedError(
-                        f"another process (pid {holder}) is writing the lar index in "
-                        f"{self.state_dir}; waited {wait:.1f}s. Wait for it to "
-                        "finish, or open the engine with another state dir"
-                    ) from None
-                time.sleep(0.02)
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
-        self._lock_fh = fh
-
-    def _release_flock(self) -> None:
-        fh, self._lock_fh = self._lock_fh, None
-        if fh is not None:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-            fh.close()
 
     def _next_seq(self, conn: sqlite3.Connection) -> int:
         seq = int(conn.execute("SELECT value FROM meta WHERE key='seq'").fetchone()[0]) + 1

@@ -1,7 +1,10 @@
 """The file index's SQLite schema: the tables, the version it carries, reading and creating it."""
 from __future__ import annotations
 
+import os
 import sqlite3
+from pathlib import Path
+from typing import Callable, ContextManager
 
 SCHEMA_VERSION = "2"
 
@@ -46,3 +49,31 @@ def create_schema(conn: sqlite3.Connection) -> None:
             conn.execute(stmt)
     conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), ('seq', '0')",
                  (SCHEMA_VERSION,))
+
+
+def set_aside_older_schema(db_path: Path, lock_timeout: float,
+                           writing: Callable[[], ContextManager]) -> str | None:
+    """An index written by an older lar is derived data: keep it as a backup beside the new one
+    (``index.sqlite.schema-N.bak``, under the writer lock ``writing()``) so that the next scan
+    re-indexes afresh. Returns the older schema's version, or None when nothing was set aside."""
+    if not db_path.exists():
+        return None
+    try:
+        conn = sqlite3.connect(db_path, timeout=lock_timeout)
+        try:
+            found = read_schema(conn)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return None  # unreadable: the index reports it with what to do
+    if found is None or found == SCHEMA_VERSION or not found.isdigit() \
+            or int(found) > int(SCHEMA_VERSION):
+        return None
+    with writing():
+        backup = db_path.with_name(f"index.sqlite.schema-{found}.bak")
+        for suffix in ("-wal", "-shm"):
+            side = db_path.with_name(db_path.name + suffix)
+            if side.exists():
+                side.unlink()
+        os.replace(db_path, backup)
+    return found
