@@ -333,6 +333,3 @@ class SparseLayer(EmbeddingLayer):
                 subs = token_spans(ids, spans, [m.term_id for m in matches])
             out.append((details, subs))
         return out
-
-
-Layer = SparseLayer
