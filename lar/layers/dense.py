@@ -88,6 +88,11 @@ class ChunkVectorLayer(EmbeddingLayer):
     def encode_query(self, text: str) -> np.ndarray:
         raise NotImplementedError
 
+    def vectors_folder(self):
+        """Where the layer's chunk vectors are kept (there only once something was built: a
+        search of a layer that built nothing never loads its model)."""
+        return self.dir / f"vectors-{self._model_id}"
+
     @property
     def store(self):
         self.fail_if_unusable()
@@ -95,7 +100,7 @@ class ChunkVectorLayer(EmbeddingLayer):
             if self._store is None:
                 from lar.layers.kits.vectors.chunkstore import ChunkVectorStore
 
-                folder = self.dir / f"vectors-{self._model_id}"
+                folder = self.vectors_folder()
                 try:
                     self._store = ChunkVectorStore(folder, self.dim())
                 except CorruptStateError:  # a damaged catalogue: set aside, start afresh
@@ -135,7 +140,8 @@ class ChunkVectorLayer(EmbeddingLayer):
         return await asyncio.to_thread(self._search, text, scope, budget)
 
     def _search(self, text: str, scope: ScopeView, budget: Budget) -> list[Hit]:
-        _ = self.store  # opened first: a damaged store set aside here makes every unit pending
+        if self._store is None and self.vectors_folder().exists():
+            _ = self.store  # opened first: a damaged store set aside here makes every unit pending
         paths, done, ok = self.scope_state(scope)
         if not paths:
             budget.set_coverage(1.0)
