@@ -150,7 +150,7 @@ def scan_units(
         if pending and run and not _continues(pending[-1][1], enc):
             # the arena's run ends here (a segment boundary, or a unit from elsewhere): score the
             # run as a view now rather than copy it into a block with what follows
-            if pending_tokens >= block_tokens // 4:
+            if pending_tokens >= block_tokens // 16:
                 if should_stop():
                     pending, pending_tokens = [], 0
                     res.aborted = True
