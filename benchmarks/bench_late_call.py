@@ -36,9 +36,12 @@ from bm25_common import load, materialise  # noqa: E402
 from run_all import load_avg, med, ms, paired, timed  # noqa: E402
 
 
+ARENA_ORDER = late_layer.scan_order
+
+
 def usage_order(hashes, candidates, resident, usage, paths):
     """The order before issue 26: candidates, then by usage, then by path (``resident`` unused)."""
-    return late_layer.scan_order(hashes, candidates, {}, usage, paths)
+    return ARENA_ORDER(hashes, candidates, {}, usage, paths)
 
 
 def main(argv=None) -> int:

@@ -23,6 +23,10 @@ then the median of the ratios; the load average is written next to every row):
   (dense/late included unless ``--cheap``), timeboxes 0.05-5 s, p50/p99/max.
 
 ``--profile ROW`` prints a cProfile of that row's lar calls (top 25 by cumulative time).
+
+Two rows have their own closer look: ``bench_bm25_call.py`` (one bm25 call against bm25s and
+tantivy, with nDCG@10 and a profile) and ``bench_late_call.py`` (a full late scan against the
+same-shape fp32 GEMM, in arena order and in the previous order).
 """
 from __future__ import annotations
 

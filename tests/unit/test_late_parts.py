@@ -178,9 +178,9 @@ def test_a_scan_in_arena_order_copies_nothing():
     units = {f"{i:032x}": replace(e, tokens=arena.add(e.tokens))
              for i, e in enumerate(_unit(rng, [4, 6]) for _ in range(12))}
     q, w = np.ones((2, 8), np.float32), np.ones(2, np.float32)
-    in_order = scan_units(q, w, list(units), units.get, 5, block_tokens=40)
-    shuffled = scan_units(q, w, list(units)[::-1], units.get, 5, block_tokens=40)
-    assert in_order.gathered == 0 and in_order.blocks == 3
+    in_order = scan_units(q, w, list(units), units.get, 5, block_tokens=400)
+    shuffled = scan_units(q, w, list(units)[::-1], units.get, 5, block_tokens=400)
+    assert in_order.gathered == 0 and in_order.blocks == 1
     assert shuffled.gathered == 120  # every block of the reversed order was copied
     assert [t[1:] for t in in_order.top] == [t[1:] for t in shuffled.top]
 
@@ -197,3 +197,21 @@ def test_scan_collects_the_moments_of_every_chunk_score():
     assert bg.n == every.shape[0] and res.blocks > 1
     assert bg.mean == pytest.approx(float(every.mean()), abs=1e-4)
     assert bg.std == pytest.approx(float(every.std()), rel=1e-4)
+
+
+def test_a_scan_across_arena_segments_still_copies_nothing():
+    from dataclasses import replace
+
+    from lar.layers.late.arena import MIN_SEGMENT_ROWS, TokenArena
+
+    rng = np.random.default_rng(4)
+    arena = TokenArena()
+    units = {f"{i:032x}": replace(e, tokens=arena.add(e.tokens))
+             for i, e in enumerate(_unit(rng, [300, 400]) for _ in range(30))}
+    assert len(arena.segments) == 2 and MIN_SEGMENT_ROWS // 700 == 23  # unit 23 opens segment 2
+    q, w = np.ones((2, 8), np.float32), np.ones(2, np.float32)
+    in_order = scan_units(q, w, list(units), units.get, 5, block_tokens=65536)
+    shuffled = scan_units(q, w, list(units)[::-1], units.get, 5, block_tokens=65536)
+    assert in_order.gathered == 0 and in_order.tokens == 30 * 700
+    assert shuffled.gathered > 0
+    assert [t[1:] for t in in_order.top] == [t[1:] for t in shuffled.top]

@@ -53,6 +53,14 @@ def _adjacent_view(encs: list[UnitEncoding]) -> np.ndarray | None:
     return base[r0:r0 + (ptr - first.ctypes.data) // row]
 
 
+def _continues(prev: UnitEncoding, enc: UnitEncoding) -> bool:
+    """Whether ``enc``'s tokens lie right after ``prev``'s in the same buffer (float tokens)."""
+    a, b = prev.tokens, enc.tokens
+    return (prev.token_scales is None and enc.token_scales is None and a.base is not None
+            and b.base is a.base and a.flags.c_contiguous and b.flags.c_contiguous
+            and b.ctypes.data == a.ctypes.data + a.shape[0] * a.strides[0])
+
+
 def _block_matrix(encs: list[UnitEncoding]) -> tuple[np.ndarray, bool]:
     """The block's token rows, and whether they had to be copied together (a gather)."""
     if all(e.token_scales is None for e in encs):
@@ -86,6 +94,7 @@ def scan_units(
     heap: list[tuple[float, str, int]] = []  # min-heap of the k best (score, hash, chunk)
     pending: list[tuple[str, UnitEncoding]] = []
     pending_tokens = 0
+    run = True  # the pending units so far lie back to back in one buffer
 
     def flush() -> None:
         nonlocal pending, pending_tokens
@@ -138,6 +147,18 @@ def scan_units(
         if enc is None or enc.n_tokens == 0:
             res.scanned.append(h)
             continue
+        if pending and run and not _continues(pending[-1][1], enc):
+            # the arena's run ends here (a segment boundary, or a unit from elsewhere): score the
+            # run as a view now rather than copy it into a block with what follows
+            if pending_tokens >= block_tokens // 16:
+                if should_stop():
+                    pending, pending_tokens = [], 0
+                    res.aborted = True
+                    break
+                flush()
+            run = False
+        if not pending:
+            run = True
         pending.append((h, enc))
         pending_tokens += enc.n_tokens
         if pending_tokens >= block_tokens:
