@@ -3,21 +3,38 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.lar-installed
+TORCH_VERSION := 2.13.0
+# where `make gpu` gets the CUDA torch wheel: PyPI's torch for Linux x86_64 is the CUDA build
+TORCH_INDEX ?= https://pypi.org/simple
+PIP_INDEX_ONLY := env -u PIP_FIND_LINKS -u PIP_CONSTRAINT -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null
 
-.PHONY: demo test install clean bench bench-spine chromium
+.PHONY: demo test install gpu clean bench bench-spine chromium
 
 $(STAMP): pyproject.toml constraints.txt
 	sh scripts/check_disk.sh . 3300
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
 	# the CPU torch build on disk first: anything else would pull a multi-GB CUDA build
-	$(BIN)/python -m pip install -q -c constraints.txt torch==2.13.0
+	$(BIN)/python -m pip install -q -c constraints.txt torch==$(TORCH_VERSION)
 	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev,notebook,eval,bench]"
 	# pylate pinned and without its dependencies: unpinned it pulls a CUDA torch via fast-plaid
 	$(BIN)/python -m pip install -q --no-deps pylate==1.6.0
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# opt-in, on a GPU machine: the CUDA build of the same torch (with its nvidia-* wheels, ~5 GB)
+# in place of the CPU one. Local wheel folders and pip config are bypassed (they may hold the
+# CPU build, which pip would take as "torch==$(TORCH_VERSION)" too); the other pins stay.
+# `make` and `make test` leave an installed CUDA torch alone; `make clean && make` is CPU again.
+gpu: $(STAMP)
+	sh scripts/check_disk.sh . 9000
+	# the CUDA torch in place (pip puts the CPU one back if this fails), then its nvidia-* wheels
+	$(PIP_INDEX_ONLY) $(BIN)/python -m pip install -q --force-reinstall --no-deps \
+	  --index-url $(TORCH_INDEX) torch==$(TORCH_VERSION)
+	$(PIP_INDEX_ONLY) $(BIN)/python -m pip install -q -c constraints.txt \
+	  --index-url $(TORCH_INDEX) torch==$(TORCH_VERSION)
+	$(BIN)/python -c "import torch, sys; print('torch', torch.__version__, '- CUDA build', torch.version.cuda, '- GPU seen:', torch.cuda.is_available()); sys.exit(0 if torch.version.cuda else 'make gpu: this torch is not a CUDA build')"
 
 demo: $(STAMP)
 	$(BIN)/lar demo

@@ -140,3 +140,26 @@ def make_masked_lm():
 def tiny_masked_lm(tmp_path_factory):
     """One tiny masked-LM checkpoint for the session (the ``sparse`` layer's model)."""
     return _make_masked_lm(tmp_path_factory.mktemp("tiny-mlm"))
+
+
+def _cuda_missing() -> str | None:
+    """Why the ``gpu`` tests cannot run here, or None when torch sees a CUDA device."""
+    try:
+        import torch
+    except ImportError:
+        return "CUDA not available on this machine (torch is not installed)"
+    if not torch.cuda.is_available():
+        build = f"torch {torch.__version__}, CUDA build {torch.version.cuda or 'none: a CPU wheel'}"
+        return f"CUDA not available on this machine ({build}; `make gpu` installs the CUDA wheel)"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` run where CUDA is present and are reported as skipped otherwise."""
+    gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu:
+        return
+    why = _cuda_missing()
+    if why is not None:
+        for item in gpu:
+            item.add_marker(pytest.mark.skip(reason=why))

@@ -244,6 +244,9 @@ class LayerStatus:
     units: int = 0
     built_units: int = 0
     notes: str = ""
+    # where the layer's model work runs: "cpu", "cuda", or per part ("encoder cpu, scan cuda");
+    # "" for a layer without a model
+    device: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "roles", frozenset(self.roles))
@@ -267,6 +270,7 @@ class LayerStatus:
             "units": self.units,
             "built_units": self.built_units,
             "notes": self.notes,
+            "device": self.device,
         }
 
 

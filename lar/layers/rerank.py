@@ -28,6 +28,7 @@ from lar.core.layer import BaseLayer, Budget, Candidate, LayerContext, ScopeView
 from lar.store.reader import expand_to_lines
 from lar.core.types import Hit, Span
 from lar.encoders.cross_encoder import CrossEncoderModel, check_cross_encoder, load_cross_encoder  # noqa: F401
+from lar.layers.kits.device import torch_device
 from lar.layers.kits.embedding import ModelProblem
 
 NOT_CONFIGURED = "no cross-encoder checkpoint configured (set config rerank_model to a local directory)"
@@ -188,7 +189,8 @@ class RerankLayer(BaseLayer):
         p = self.problem()
         note = (NOT_CONFIGURED if self.options.model is None else f"unusable: {p}" if p is not None
                 else f"model {self.model_id}")
-        return dataclasses.replace(super().status(scope), notes=note)
+        return dataclasses.replace(super().status(scope), notes=note,
+                                   device="" if p is not None else torch_device(self.options.device))
 
     def _load(self) -> None:
         try:

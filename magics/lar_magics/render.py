@@ -206,9 +206,10 @@ def coverage_html(status) -> str:
         width = int(round(120 * l.coverage))
         rows.append(f"<tr><td>{esc(l.name)}</td><td><span class='lar-barbg'><span class='lar-bar' "
                     f"style='width:{width}px'></span></span></td><td>{l.coverage:.0%}</td>"
-                    f"<td>{f'{l.built_units}/{l.units}' if l.units else ''}</td><td>{esc(l.notes)}</td></tr>")
+                    f"<td>{f'{l.built_units}/{l.units}' if l.units else ''}</td>"
+                    f"<td>{esc(getattr(l, 'device', ''))}</td><td>{esc(l.notes)}</td></tr>")
     return ("<table class='lar-runs lar-coverage'><thead><tr><th>layer</th><th>coverage</th>"
-            "<th></th><th>units</th><th>notes</th></tr></thead><tbody>" + "".join(rows)
+            "<th></th><th>units</th><th>device</th><th>notes</th></tr></thead><tbody>" + "".join(rows)
             + "</tbody></table>")
 
 

@@ -237,7 +237,12 @@ def test_checkpoint_without_weights_is_refused_and_variants_take_options(eng, ck
     sub = RerankLayer.variant("rerank-small", {"base": "rerank", "model": str(ckpt), "batch_size": 2})
     small = sub(eng.ctx)
     assert small.name == "rerank-small" and small.options.batch_size == 2 and small.problem() is None
-    assert small.status(eng.scope_view()).notes == f"model {small.model_id}"
+    st = small.status(eng.scope_view())
+    from lar.layers.kits.device import cuda_available
+
+    assert st.notes == f"model {small.model_id}"
+    assert st.device == ("cuda" if cuda_available() else "cpu")  # the cross-encoder's default
+    assert layer.status(eng.scope_view()).device == ""  # an unusable layer reports no device
     with pytest.raises(ConfigError, match="unknown option"):
         RerankLayer.variant("rerank-x", {"base": "rerank", "pool": 2})
 
@@ -253,7 +258,7 @@ def test_no_model_configured_is_skipped_with_the_reason(eng, registered):
     layer = layer_for(eng)
     view = eng.scope_view()
     assert not layer.applies(view) and layer.why_not(view) == NOT_CONFIGURED
-    assert layer.status(view).notes == NOT_CONFIGURED
+    assert layer.status(view).notes == NOT_CONFIGURED and layer.status(view).device == ""
     with pytest.raises(LarError, match="set config rerank_model"):
         layer.warm()
     with lar.open(eng.root, state=eng.state_dir.parent / "state2") as e2:

@@ -12,6 +12,7 @@ from typing import Any
 from lar.core.building import BuildingLayer, SkipUnit
 from lar.core.errors import ConfigError, LarError, MissingExtraError
 from lar.core.layer import LayerContext, Unit
+from lar.layers.kits.device import layer_device, torch_device
 
 __all__ = ["EmbeddingLayer", "ModelProblem"]
 
@@ -105,14 +106,20 @@ class EmbeddingLayer(BuildingLayer):
                     f"{self.options.get('max_unit_bytes', DEFAULT_MAX_UNIT_BYTES)}")
         return None
 
+    def compute_device(self) -> str:
+        """Where the layer's model work runs, for ``status``: the encoder on the layer's
+        ``device`` option, else the CPU (the encoders' default); the chunk scan is numpy."""
+        return layer_device(encoder=torch_device(self.options.get("device"), default_cpu=True),
+                            scan="cpu")
+
     def status(self, scope):
         from dataclasses import replace
 
         st = super().status(scope)
         p = self.problem()
-        if p is not None:
-            return replace(st, notes="; ".join(x for x in [st.notes, f"unusable: {p}"] if x))
-        return st
+        if p is None:  # a layer that cannot run reports no device
+            return replace(st, device=self.compute_device())
+        return replace(st, notes="; ".join(x for x in [st.notes, f"unusable: {p}"] if x))
 
     def scope_state(self, scope) -> tuple[dict[str, str], dict[str, str], set[str]]:
         """``(paths, built, ok)``: {hash: path} of the applicable units in scope, their

@@ -40,6 +40,7 @@ from lar.layers.late.query import parse_late_query, token_weights
 from lar.layers.late.order import scan_order
 from lar.layers.late.scan import DEFAULT_BLOCK_TOKENS, scan_units
 from lar.core.types import Hit, Span
+from lar.layers.kits.device import scan_layer_device
 from lar.layers.kits.embedding import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
 from lar.layers.kits.vectors.shared import SharedPassLayer
 
@@ -299,6 +300,9 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
         import importlib.util
 
         return "torch" if importlib.util.find_spec("torch") is not None else "numpy"
+
+    def compute_device(self) -> str:  # the encoder loads on the CPU; the scan follows `device`
+        return scan_layer_device("cpu", self.backend(), self.options["device"], self.options["shards"])
 
     def encode_query(self, text: str):
         """Query token vectors (projected by the layer's PCA when set), cached per text."""
