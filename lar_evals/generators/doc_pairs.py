@@ -6,8 +6,8 @@
   a plain lower-case name such as ``pieces`` counts only written as code: `` `pieces` `` or
   ``pieces()``); the name (and every code-shaped word) is removed from the query; answer: the
   definition.
-  Each name is paired with its first such sentence (path order), sentences in fenced code
-  blocks, headings and tables skipped.
+  Each name is paired with its first such sentence (path order, cut to its list item),
+  sentences in fenced code blocks or tables skipped.
 * ``cell2code``: a Jupyter notebook's markdown cell against the code cell right after it; the
   query is the markdown text (a heading ended by a colon) with code-shaped words and the names the code cell uses removed
   (Python ``tokenize``). The corpus holds the notebook's JSON as it is, and the harness judges
@@ -16,7 +16,8 @@
   the notebook stays valid JSON).
 
 Queries go through :func:`lar_evals.generators.pairs.prose_query` and then the same leak check
-as every pair kind.
+as every pair kind; a query that lost more than a quarter of its prose's words (mostly code)
+is dropped (``MIN_KEPT_SHARE``).
 """
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ from lar_evals.generators.common import ALPHA, WORD, Doc, Target, sentence_bound
 from lar_evals.generators.sources import definitions
 
 MIN_NAME_CHARS = 4
+# a query keeps at least this share of its prose's words (else mostly code was removed)
+MIN_KEPT_SHARE = 0.75
+_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d+[.)]|#+|>)[ \t]+")
 _DEC = json.JSONDecoder()
 _WS = re.compile(r"[ \t\n\r]*")
 _FENCE = re.compile(r"^[ \t]*(?:```|~~~)[^\n]*\n.*?^[ \t]*(?:```|~~~)[ \t]*$", re.M | re.S)
@@ -45,6 +49,30 @@ def _is_doc_prose(doc_id: str) -> bool:
     parts = doc_id.lower().split("/")
     return parts[-1].startswith("readme") or kind == "rst" or any(
         p in ("docs", "doc") for p in parts[:-1])
+
+
+def _clip(text: str, s0: int, s1: int, pos: int) -> tuple[int, int]:
+    """The sentence ``[s0, s1)`` around ``pos`` cut to its list item: a line starting with a
+    list, heading or quote marker starts a new piece of prose."""
+    line = text.find("\n", s0, s1)
+    while line >= 0:
+        nxt = line + 1
+        m = _ITEM.match(text, nxt, s1)
+        if m is not None:
+            if nxt <= pos:
+                s0 = m.end()
+            else:
+                return s0, line
+        line = text.find("\n", nxt, s1)
+    m = _ITEM.match(text, s0, s1)
+    return (m.end() if m is not None and m.end() <= pos else s0), s1
+
+
+def _natural(prose: str, query: str | None) -> str | None:
+    """``query`` when it kept ``MIN_KEPT_SHARE`` of ``prose``'s words (at most 30), else None."""
+    if query is None:
+        return None
+    return query if len(query.split()) >= MIN_KEPT_SHARE * min(len(prose.split()), 30) else None
 
 
 def defined_names(docs: list[Doc]) -> dict[str, tuple[Doc, int, int]]:
@@ -78,12 +106,13 @@ def readme_targets(docs: list[Doc], names: dict[str, tuple[Doc, int, int]], pros
             if name.islower() and name.isalpha() and not (  # a plain word: only as code
                     text[m.start() - 1:m.start()] == "`" or text[m.end():m.end() + 1] in ("(", "`")):
                 continue
-            s0, s1 = sentence_bounds(text, m.start())
+            s0, s1 = _clip(text, *sentence_bounds(text, m.start()), m.start())
             sentence = text[s0:s1]
-            if (s0, s1) in seen_sentences or sentence.lstrip().startswith(("#", "|", ">>>", "..")):
+            if (s0, s1) in seen_sentences or "|" in sentence or sentence.lstrip().startswith(
+                    (">>>", "..", "$")):
                 continue
             seen_sentences.add((s0, s1))
-            query = prose_query(sentence, drop={name.lower()})
+            query = _natural(sentence, prose_query(sentence, drop={name.lower()}))
             code_doc, a, b = names[name]
             if query is None or b - a > max_chars or len(ALPHA.findall(code_doc.text[a:b])) < min_words:
                 continue
@@ -193,7 +222,8 @@ def cell_targets(doc: Doc, prose_query, min_words: int) -> list[Target]:
     for i, ((mtype, msrc, mspan), (ctype, csrc, cspan)) in enumerate(zip(cells, cells[1:])):
         if mtype != "markdown" or ctype != "code" or len(ALPHA.findall(csrc)) < min_words:
             continue
-        query = prose_query(_cell_prose(msrc), drop=_code_names(csrc))
+        prose = _cell_prose(msrc)
+        query = _natural(prose, prose_query(prose, drop=_code_names(csrc)))
         if query is None:
             continue
         inner = (mspan[0] + 1, mspan[1] - 1)  # keep the brackets or quotes: still valid JSON

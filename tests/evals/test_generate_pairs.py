@@ -314,3 +314,20 @@ def test_notebook_cells_locates_each_source_in_the_json():
     assert all(json.loads(text[a:b]) == NOTEBOOK["cells"][i]["source"]
                for i, (_, _, (a, b)) in enumerate(cells))
     assert notebook_cells("not json") == [] and notebook_cells('{"cells": 3}') == []
+
+
+def test_readme_sentences_are_cut_to_their_list_item_and_mostly_code_ones_dropped():
+    from lar_evals.generators.common import Doc
+    from lar_evals.generators.doc_pairs import defined_names, readme_targets
+
+    docs = [Doc("docs/api.md", "Two helpers:\n- the Splitter cuts long documents into even chunks\n"
+                               "- the Frobnicator `x` `y` `z` `w` remembers old answers kindly\n"),
+            Doc("src/split.py", SPLIT)]
+    names = defined_names(docs)
+    assert sorted(names) == ["Frobnicator", "Splitter", "lookup", "pieces"]  # __init__: twice
+    got = readme_targets(docs, names, prose_query, 20_000, 12)
+    # the first item alone (not "Two helpers: - the ..."); the second lost 4 of 9 words to code
+    assert [(t.source_text, t.name) for t in got] == [("the cuts long documents into even chunks",
+                                                       "Splitter")]
+    (doc, ((a, b),)) = got[0].aux["redact_in"]
+    assert doc.text[a:b] == "the Splitter cuts long documents into even chunks"
