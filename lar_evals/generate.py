@@ -53,6 +53,7 @@ BINARY_SUFFIXES = frozenset(
 Generator = Callable[[str, str, random.Random], Optional[str]]
 _ID_PREFIX = {"rare-term": "rare", "mixed": "mixed", "paraphrase": "para", "doc2code": "d2c",
               "heading2section": "h2s", "caption2text": "c2t", "ref2env": "r2e",
+              "readme2code": "rd2c", "cell2code": "nb2c",
               "word-swap": "swap"}
 
 

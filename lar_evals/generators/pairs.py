@@ -17,6 +17,9 @@ query's own words where they stood. Kinds:
   component).
 * ``ref2env``: a LaTeX sentence referring to a labelled environment (theorem, lemma, figure,
   table, algorithm, ...), the reference itself removed; answer: the environment.
+* ``readme2code`` and ``cell2code`` (:mod:`lar_evals.generators.doc_pairs`): a README/docs
+  sentence naming a function or class against its definition; a notebook markdown cell against
+  the code cell after it.
 
 Every query is the prose in words (LaTeX spelled out by :func:`lar_evals.generators.paraphrase.
 spell_latex`), at most ``MAX_QUERY_WORDS`` words, at least ``MIN_CONTENT_WORDS`` content words;
@@ -32,11 +35,12 @@ import warnings
 
 from lar.layers.kits.lexical.tokenize import STOPWORDS_EN
 
+from lar_evals.generators import doc_pairs
 from lar_evals.generators.common import ALPHA, Doc, Target, round_robin, sentence_bounds, spread
 from lar_evals.generators.paraphrase import spell_latex
 from lar_evals.generators.sources import sections, structure_blocks
 
-PAIR_KINDS = ("doc2code", "heading2section", "caption2text", "ref2env")
+PAIR_KINDS = ("doc2code", "heading2section", "caption2text", "ref2env", "readme2code", "cell2code")
 MIN_CONTENT_WORDS = 4
 MAX_QUERY_WORDS = 30
 MIN_ANSWER_WORDS = 12
@@ -327,6 +331,12 @@ def ordered_targets(docs: list[Doc], rng: random.Random, kinds=PAIR_KINDS) -> li
         groups["caption2text"] = caption_targets(docs, refs)
     if "ref2env" in groups:
         groups["ref2env"] = ref_targets(docs, refs)
+    if "readme2code" in groups:
+        groups["readme2code"] = doc_pairs.readme_targets(
+            docs, doc_pairs.defined_names(docs), prose_query, MAX_TARGET_CHARS, MIN_ANSWER_WORDS)
+    if "cell2code" in groups:
+        groups["cell2code"] = [t for d in docs
+                               for t in doc_pairs.cell_targets(d, prose_query, MIN_ANSWER_WORDS)]
     return round_robin([spread(groups[k], rng) for k in kinds])
 
 

@@ -196,3 +196,138 @@ def test_overlap_is_reported_per_pair_kind_and_by_set_stats(para_set, capsys):
     assert main([str(para_set / "a"), "--samples", "2"]) == 0
     out = capsys.readouterr().out
     assert "| doc2code | 1 |" in out and "Join overlapping ranges into disjoint pieces." in out
+
+
+SPLIT = '''class Splitter:
+    def __init__(self, size):
+        self.size = size
+
+    def pieces(self, text):
+        words = text.split()
+        out = []
+        for i in range(0, len(words), self.size):
+            out.append(" ".join(words[i:i + self.size]))
+        return out
+
+
+class Frobnicator:
+    def __init__(self):
+        self.quorvex = {}
+
+    def lookup(self, key):
+        if key not in self.quorvex:
+            self.quorvex[key] = len(key) * 2
+        return self.quorvex[key]
+'''
+
+LOAD_CODE = ['import pandas as pd\n', 'frame = pd.read_csv("timings.csv")\n',
+             'frame = frame[frame["status"] == "done"]\n', 'frame.describe()']
+PLOT_CODE = ['import matplotlib.pyplot as plt\n', 'values = frame.groupby("quarter").size()\n',
+             'plt.bar(values.index, values, label="zentrix totals per quarter")\n', 'plt.legend()']
+NOTEBOOK = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+    {"cell_type": "markdown", "metadata": {}, "source": [
+        "## Loading the measurements\n",
+        "Pull the recorded durations from disk and keep only the completed experiments.\n"]},
+    {"cell_type": "code", "metadata": {}, "execution_count": 1, "outputs": [], "source": LOAD_CODE},
+    # the plot's label says "zentrix": a rare word of the code cell the query would leak
+    {"cell_type": "markdown", "metadata": {}, "source": "Plot the quarterly zentrix figures as bars."},
+    {"cell_type": "code", "metadata": {}, "execution_count": 2, "outputs": [], "source": PLOT_CODE},
+    {"cell_type": "markdown", "metadata": {}, "source": "A closing remark with no code after it at all."}]}
+README_CODE_Q = "The cuts long documents into even chunks before they are indexed."
+CELL_Q = ("Loading the measurements: Pull the recorded durations from disk and keep only the "
+          "completed experiments.")
+
+
+@pytest.fixture(scope="module")
+def doc_corpus(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("docpairs") / "corpus"
+    (root / "src").mkdir(parents=True)
+    (root / "docs").mkdir()
+    (root / "nb").mkdir()
+    (root / "src" / "split.py").write_text(SPLIT, encoding="utf-8")
+    (root / "README.md").write_text(
+        "The Splitter cuts long documents into even chunks before they are indexed.\n\n"
+        "```\nSplitter(3)\n```\n", encoding="utf-8")
+    # "quorvex" is a rare word of the Frobnicator class: the query would leak it
+    (root / "docs" / "guide.md").write_text(
+        "A Frobnicator keeps a quorvex table of earlier answers so repeated calls stay cheap.\n"
+        "Its pieces are never cached in any other place.\n", encoding="utf-8")
+    (root / "nb" / "demo.ipynb").write_text(json.dumps(NOTEBOOK, indent=1), encoding="utf-8")
+    return root
+
+
+def test_readme_sentence_pairs_with_the_definition_it_names(doc_corpus, tmp_path):
+    rep = generate(doc_corpus, "readme2code", 10, 0, tmp_path / "r")
+    corpus, queries, qrels, _ = read(tmp_path / "r")
+    assert list(queries) == [README_CODE_Q]  # "Splitter" removed from the sentence
+    q = queries[README_CODE_Q]
+    assert q["_id"] == "rd2c-00001" and q["metadata"]["type"] == "readme2code"
+    ans = q["metadata"]["answer"]
+    span = corpus["src/split.py"].encode()[ans["start"]:ans["end"]].decode()
+    assert ans["doc"] == "src/split.py" and span == SPLIT[:SPLIT.index("\n\n\nclass Frob")]
+    assert q["metadata"]["source"]["name"] == "Splitter"
+    assert q["metadata"]["source"]["sentence_doc"] == "README.md"
+    assert qrels == [(q["_id"], "src/split.py", "1")]
+    # the Frobnicator sentence shares "quorvex" with the class: rejected; "pieces" (a plain
+    # word, not written as code) pairs with nothing
+    assert rep["candidates"] == 2 and rep["rejected"] == {"rare-token-leak": 1}
+    assert corpus["README.md"].startswith(" " * len(README_CODE_Q.replace("The ", "The Splitter ")))
+    assert "Splitter(3)" in corpus["README.md"] and corpus["src/split.py"] == SPLIT
+    assert "quorvex table" in corpus["docs/guide.md"]  # a rejected query blanks nothing
+
+
+def test_notebook_markdown_cell_pairs_with_the_next_code_cell(doc_corpus, tmp_path):
+    rep = generate(doc_corpus, "cell2code", 10, 0, tmp_path / "c")
+    corpus, queries, qrels, _ = read(tmp_path / "c")
+    assert list(queries) == [CELL_Q]
+    q = queries[CELL_Q]
+    assert q["_id"] == "nb2c-00001" and q["metadata"]["type"] == "cell2code"
+    ans = q["metadata"]["answer"]
+    span = corpus["nb/demo.ipynb"].encode()[ans["start"]:ans["end"]].decode()
+    assert ans["doc"] == "nb/demo.ipynb" and json.loads(span) == LOAD_CODE  # the code cell's source
+    assert qrels == [(q["_id"], "nb/demo.ipynb", "1")]
+    assert rep["candidates"] == 2 and rep["rejected"] == {"rare-token-leak": 1}  # the zentrix plot
+    written = json.loads(corpus["nb/demo.ipynb"])  # blanked inside the brackets: still JSON
+    assert written["cells"][0]["source"] == [] and written["cells"][1]["source"] == LOAD_CODE
+    assert written["cells"][2]["source"] == NOTEBOOK["cells"][2]["source"]
+    assert len(corpus["nb/demo.ipynb"]) == len(json.dumps(NOTEBOOK, indent=1))
+
+
+def test_doc_pair_kinds_are_reported_per_kind_in_paraphrase_sets(doc_corpus, tmp_path):
+    rep = generate(doc_corpus, "paraphrase", 10, 0, tmp_path / "p")
+    _, queries, _, _ = read(tmp_path / "p")
+    assert {q["metadata"]["type"] for q in queries.values()} == {"readme2code", "cell2code"}
+    assert rep["sources"] == {"cell2code": 1, "readme2code": 1}
+    assert set(rep["overlap_by_source"]) == {"cell2code", "readme2code"}
+    assert all(v["jaccard"]["n"] == 1 and v["rare_leak"]["max"] == 0
+               for v in rep["overlap_by_source"].values())
+    assert rep["overlap_generated"]["rare_leak"]["max"] > 0  # the two leaking queries
+
+
+def test_notebook_cells_locates_each_source_in_the_json():
+    from lar_evals.generators.doc_pairs import notebook_cells
+
+    text = json.dumps(NOTEBOOK, indent=1)
+    cells = notebook_cells(text)
+    assert [c[0] for c in cells] == ["markdown", "code", "markdown", "code", "markdown"]
+    assert cells[1][1] == "".join(LOAD_CODE)
+    assert all(json.loads(text[a:b]) == NOTEBOOK["cells"][i]["source"]
+               for i, (_, _, (a, b)) in enumerate(cells))
+    assert notebook_cells("not json") == [] and notebook_cells('{"cells": 3}') == []
+
+
+def test_readme_sentences_are_cut_to_their_list_item_and_mostly_code_ones_dropped():
+    from lar_evals.generators.common import Doc
+    from lar_evals.generators.doc_pairs import defined_names, readme_targets
+
+    docs = [Doc("docs/api.md", "Two helpers:\n- the Splitter cuts long documents into even chunks\n"
+                               "- the Frobnicator `x` `y` `z` `w` remembers old answers kindly\n"),
+            Doc("src/split.py", SPLIT)]
+    names = defined_names(docs)
+    assert sorted(names) == ["Frobnicator", "Splitter", "lookup", "pieces"]  # __init__: twice
+    got = readme_targets(docs, names, prose_query, 20_000, 12)
+    # the first item alone (not "Two helpers: - the ..."); the second lost 4 of 9 words to code
+    assert [(t.source_text, t.name) for t in got] == [("the cuts long documents into even chunks",
+                                                       "Splitter")]
+    (doc, ((a, b),)) = got[0].aux["redact_in"]
+    assert doc.text[a:b] == "the Splitter cuts long documents into even chunks"
