@@ -191,8 +191,11 @@ class Engine(Recording):
 
     def _index_replaced(self) -> None:
         """A damaged file index was set aside (lar.core.sqlite_repair): rescan at the next call."""
-        self.changes.forget_scan()
-        self.live_units.forget()
+        changes, live = getattr(self, "changes", None), getattr(self, "live_units", None)
+        if changes is not None:  # (neither exists yet while the state is being opened)
+            changes.forget_scan()
+        if live is not None:
+            live.forget()
 
     def pending_changes(self) -> list[str]:
         """Paths changed since the building layers last caught up, oldest first."""
