@@ -276,3 +276,33 @@ def test_the_background_build_keeps_a_share_while_searches_never_stop(tmp_path):
     # the builder got its share (a fifth of the time: about 20 units here; it built none
     # before, waiting for an idle moment that never came)
     assert built >= 5, f"the background builder built {built} units in 4 s of searches"
+
+
+@pytest.mark.slow
+def test_closing_an_engine_while_the_background_build_is_inside_a_model_unit_exits_cleanly(tmp_path):
+    from lifecycle_fakes import slow_corpus
+
+    root = slow_corpus(tmp_path / "corpus", files=1, lines=100)  # one unit: 100 batches, 10 s
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import lar
+        from lifecycle_fakes import ENCODER, SlowEncodingLayer
+        lar.register_layer(SlowEncodingLayer)
+        eng = lar.open({str(root)!r}, state={str(tmp_path / 'state')!r}, background=True)
+        t = time.monotonic()
+        while ENCODER.batches < 3 and time.monotonic() - t < 60:  # inside the unit
+            time.sleep(0.02)
+        print("busy", eng.builder.busy_with, ENCODER.batches, flush=True)
+        t = time.monotonic()
+        eng.close()
+        print("closed", round(time.monotonic() - t, 2), ENCODER.batches, flush=True)
+        """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=_child_env(), timeout=180)
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert lines[0].startswith("busy slowenc"), (lines, proc.stderr[-2000:])
+    closed = float(lines[1].split()[1])
+    # the background unit (10 s of encoding) stops at the next batch once the engine closes
+    assert closed < 5.0, f"close() took {closed:.1f} s while the builder was inside a unit"
