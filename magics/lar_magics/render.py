@@ -34,6 +34,7 @@ CSS = """<style>
  padding:4px 6px;margin:4px 0;max-height:14em;overflow:auto}
 .lar-mark{background:#ffe58a;padding:0}
 .lar-lscore{color:#567}.lar-score{font-weight:600;color:#1a4d8f}
+.lar-grid tfoot input{width:6em;box-sizing:border-box;font-size:11px}
 .lar-note{color:#8a5a00;background:#fff6e0;padding:4px 8px;border-radius:4px;margin:4px 0}
 .lar-runs td,.lar-runs th{padding:1px 8px;text-align:left}
 .lar-state-ran{color:#1a7f37}.lar-state-aborted{color:#b35900}

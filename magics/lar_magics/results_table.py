@@ -92,10 +92,11 @@ def grid(frame, caption: str = ""):
     widget_mod = require("itables.widget", "notebook")
     height = getattr(frame, "height", None) or len(frame)
     opts: dict[str, Any] = {"layout": dict(GRID_LAYOUT), "column_filters": "footer",
-                            "classes": "display compact", "order": [], "autoWidth": False, "scrollX": True}
+                            "classes": "display compact", "order": [], "autoWidth": False}
     if height <= 200:
         opts["paging"] = False
     table = widget_mod.ITable(frame, caption=caption, **opts)
+    table.layout.overflow_x = "auto"  # a wide table scrolls inside the view, never cut
     table.add_class("lar-grid")
     return table
 
