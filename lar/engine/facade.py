@@ -43,6 +43,7 @@ from lar.store.scanner import DEFAULT_MAX_BYTES, Scanner
 from lar.store.watch import FolderWatch
 from lar.core.timebox import DeadlineReserve, parse_duration
 from lar.core.types import Hit
+from lar.distributed.shards import close_layer_shards
 
 class Engine(Recording):
     def __init__(
@@ -164,6 +165,7 @@ class Engine(Recording):
         self.builder.stop_background()
         self.spare.close()
         self._bg.shutdown(wait=True)
+        close_layer_shards(self.layers.values())  # the sharded layers' Ray actors (docs/ray.md)
         if self._loop is not None:
             self._loop.close()
             self._loop = None

@@ -14,6 +14,11 @@ Every hit's evidence carries its ``cosine`` and its ``hubness`` (:mod:`lar.layer
 mean cosine of the chunk to its nearest chunks in a sample of the index); option ``hubness``
 (weight ``w``, default 0) ranks by ``cosine - w * hubness`` instead, over three times as many
 candidates, so chunks that are near everything are discounted.
+
+Option ``shards`` (``dense_shards``, ``static_shards``; default 0: scan in this process): the
+units split into that many shards held by Ray actors at the engine's ``ray_address``, each
+scanning its part until the deadline, merged exactly (:mod:`lar.layers.kits.vectors.sharded`,
+docs/ray.md).
 """
 from __future__ import annotations
 
@@ -48,7 +53,8 @@ class ChunkVectorLayer(EmbeddingLayer):
     """Shared search/storage of the chunk-vector layers; subclasses encode."""
 
     defaults = {"model": None, "device": None, "max_unit_bytes": DEFAULT_MAX_UNIT_BYTES,
-                "hubness": 0.0, "hubness_k": DEFAULT_K, "hubness_sample": DEFAULT_SIZE}
+                "hubness": 0.0, "hubness_k": DEFAULT_K, "hubness_sample": DEFAULT_SIZE,
+                "shards": 0}  # n > 0: scan n shards on Ray actors (kits.vectors.sharded)
     score_kind = "cosine"
 
     @classmethod
@@ -58,10 +64,10 @@ class ChunkVectorLayer(EmbeddingLayer):
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0.0 <= w <= 4.0:
             raise ConfigError(f"layer {cls.name!r}: hubness (the weight of the hubness discount) "
                               f"must be a number in [0, 4]; got {w!r}")
-        for key in ("hubness_k", "hubness_sample"):
-            v = opts.get(key, 1)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"layer {cls.name!r}: {key} must be a positive integer; got {v!r}")
+        for key, low in (("hubness_k", 1), ("hubness_sample", 1), ("shards", 0)):
+            v = opts.get(key, low)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ConfigError(f"layer {cls.name!r}: {key} must be an integer >= {low}; got {v!r}")
 
     def __init__(self, ctx: LayerContext):
         super().__init__(ctx)
@@ -69,6 +75,7 @@ class ChunkVectorLayer(EmbeddingLayer):
         self._store = None
         self._lock = threading.RLock()  # store -> dim -> encoder re-enter it
         self._hub_ref = ReferenceCache(int(self.options["hubness_sample"]))
+        self.sharded = None  # lar.layers.kits.vectors.sharded.ChunkShards, started by a search
         self._resolve()
 
     def _resolve(self) -> None:  # sets self._model_id or self._problem
@@ -152,7 +159,13 @@ class ChunkVectorLayer(EmbeddingLayer):
             return []
         q = self.encode_query(text)
         weight = float(self.options["hubness"])
-        found = self.store.search(q, ok, budget.pool * (3 if weight > 0 else 1), should_stop=budget.expired)
+        k = budget.pool * (3 if weight > 0 else 1)
+        if self.options["shards"]:
+            from lar.layers.kits.vectors.sharded import search_on_shards
+
+            found = search_on_shards(self, q, ok, k, budget)
+        else:
+            found = self.store.search(q, ok, k, should_stop=budget.expired)
         results, fraction = found.hits, found.fraction
         bad = [h for h, _ in self.store.problems() if h in ok]
         if bad:
