@@ -229,6 +229,37 @@ class TokenEncoder:
         ``ConfigError``. Chunks of one span tile it: the first starts at the span's start, each
         later one at its first token, each ends where the next begins, the last at the span's
         end."""
+        return self.encode_spans_many([(text, spans)], chunker_version=chunker_version)[0]
+
+    def encode_spans_many(self, units: Sequence[tuple[bytes, Sequence[tuple[int, int]]]], *,
+                          chunker_version: str = "1") -> list[UnitEncoding]:
+        """:meth:`encode_spans` of several units in one encoder pass: their windows are batched
+        together, longest first (``batch_size`` windows a forward pass, as one long unit's are),
+        so units of one or two windows each fill whole batches. Each unit's encoding is
+        assembled from its own windows only."""
+        per_unit = [self._span_items(text, spans) for text, spans in units]
+        with self._lock:
+            flat = self._tokenize([it[2] for items in per_unit for it in items])
+            toks, at = [], 0
+            for items in per_unit:
+                toks.append(flat[at:at + len(items)])
+                at += len(items)
+            windows, plans = [], []
+            for items, unit_toks in zip(per_unit, toks):
+                plan = []
+                for k, ((s, e, st, c2b), (ids, offs)) in enumerate(zip(items, unit_toks)):
+                    for a, b in plan_windows(offs[:, 0], offs[:, 1], st, self.window_tokens):
+                        plan.append((k, a, b, len(windows)))
+                        windows.append(Window(ids[a:b], st[offs[a, 0]:offs[b - 1, 1]]))
+                plans.append(plan)
+            results = self._run(windows, is_query=False)
+        return [self._assemble(items, unit_toks, [p[:3] for p in plan], [results[p[3]] for p in plan],
+                               chunker_version)
+                for items, unit_toks, plan in zip(per_unit, toks, plans)]
+
+    @staticmethod
+    def _span_items(text: bytes, spans: Sequence[tuple[int, int]]) -> list[tuple]:
+        """The non-blank spans of ``text`` as (start, end, decoded text, char-to-byte map)."""
         if isinstance(text, str) or not isinstance(text, (bytes, bytearray, memoryview)):
             raise ConfigError("encode_spans takes the unit text as UTF-8 bytes")
         data = bytes(text)
@@ -245,15 +276,7 @@ class TokenEncoder:
                 st, c2b = decode_with_offsets(data[s:e])
                 if st.strip():
                     items.append((s, e, st, c2b))
-        with self._lock:
-            toks = self._tokenize([it[2] for it in items])
-            windows, plan = [], []
-            for k, ((s, e, st, c2b), (ids, offs)) in enumerate(zip(items, toks)):
-                for a, b in plan_windows(offs[:, 0], offs[:, 1], st, self.window_tokens):
-                    plan.append((k, a, b))
-                    windows.append(Window(ids[a:b], st[offs[a, 0]:offs[b - 1, 1]]))
-            results = self._run(windows, is_query=False)
-        return self._assemble(items, toks, plan, results, chunker_version)
+        return items
 
     def _assemble(self, items, toks, plan, results, chunker_version: str) -> UnitEncoding:
         vecs, spans, chunk_starts, chunk_spans, pooled = [], [], [], [], []

@@ -4,7 +4,9 @@ Priority (seed section 8): the units of the last request's candidates and of fet
 then the rest of the scope by usage (hits and fetches recorded in the file index), then the
 rest. ``run(timebox)`` builds in the caller's thread; ``start_background()`` builds in a daemon
 thread (in-process, so it works inside a Jupyter kernel) that pauses while a search runs and
-stops cleanly. Every unit is one atomic step: stopping loses at most the unit in progress.
+stops cleanly. Every unit is one atomic step: stopping loses at most the unit in progress (or,
+for a layer whose encoder pass serves a batch of units, ``lar.engine.batching``, that batch's
+pass: its units stay pending).
 
 The builder sees the engine through a narrow :class:`BuildContext` (the layers, scope views,
 the file index, recent fetches and the idle signal), and builds every layer through the
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 from lar.core.deadline import work_limit
 from lar.core.errors import DeadlineExceeded
 from lar.core.layer import BaseLayer, ScopeView, Unit
+from lar.engine.batching import BACKGROUND_BATCH_UNITS, batches, can_prepare, prepare
 from lar.engine.share import BuildShare
 from lar.engine.warmup import LOADING_REASON, load_within
 
@@ -99,18 +102,19 @@ class Builder:
         return self.order(layer.pending(view.units()))
 
     def build_unit(self, name: str, layer, unit: Unit, deadline: float | None = None,
-                   cancel=None) -> str:
+                   cancel=None, shared_s: float = 0.0) -> str:
         """Build one unit under ``deadline`` and ``cancel`` (the work limit the encoders check
         between batches, ``lar.core.deadline``) and keep the layer's time per unit (what spare
         time plans with). Returns the unit's state, or "aborted" when it was abandoned at the
-        limit (it stays pending; its time so far is a lower bound of its cost)."""
+        limit (it stays pending; its time so far is a lower bound of its cost). ``shared_s``:
+        its share of a batch's encoder pass (``lar.engine.batching``), counted in its time."""
         t0 = time.monotonic()
         try:
             with work_limit(deadline, cancel):
                 state = layer.build_one(unit)
         except DeadlineExceeded:
             state = "aborted"
-        dt = time.monotonic() - t0
+        dt = time.monotonic() - t0 + shared_s
         old = self.unit_seconds.get(name)
         self.unit_seconds[name] = (dt if old is None else 0.8 * old + 0.2 * dt) \
             if state != "aborted" else max(dt, old or 0.0)
@@ -234,15 +238,21 @@ class Builder:
               deadline: float, cancel: threading.Event, progress, total: int | None = None) -> str:
         """Build ``todo`` unit by unit until the deadline; 'ran' or 'aborted'."""
         total = len(todo) if total is None else total
-        for i, u in enumerate(todo, start + 1):
+        i = start
+        for run in batches(todo) if can_prepare(layer) else ([u] for u in todo):
             if time.monotonic() >= deadline or cancel.is_set():
                 return "aborted"
-            got = self.build_unit(name, layer, u, deadline, cancel)
-            if got == "aborted":  # the timebox ended inside this unit
+            shared = prepare(layer, run, deadline, cancel) if len(run) > 1 else 0.0
+            if shared is None:  # the timebox ended inside the batch's encoder pass
                 return "aborted"
-            counts[got] += 1
-            if progress is not None:
-                progress(name, i, total)
+            for u in run:
+                i += 1
+                got = self.build_unit(name, layer, u, deadline, cancel, shared / len(run))
+                if got == "aborted":  # the timebox ended inside this unit
+                    return "aborted"
+                counts[got] += 1
+                if progress is not None:
+                    progress(name, i, total)
         return "ran"
 
     def build_changed(self, layer, paths: Iterable[str], deadline: float) -> int:
@@ -282,7 +292,9 @@ class Builder:
         for name, layer in self.layers():
             todo = self.plan(layer)
             if todo:
-                return name, layer, todo[0]
+                if can_prepare(layer):
+                    return name, layer, next(batches(todo, max_units=BACKGROUND_BATCH_UNITS))
+                return name, layer, todo[:1]
         return None
 
     def _loop(self) -> None:
@@ -299,8 +311,13 @@ class Builder:
                 self._wake.clear()
                 self._wake.wait(timeout=2.0)
                 continue
-            name, layer, unit = nxt
+            name, layer, run = nxt
             self.busy_with = name
-            if self.build_unit(name, layer, unit, cancel=self._stop) != "aborted":
-                self.built_in_background += 1
+            shared = prepare(layer, run, None, self._stop) if len(run) > 1 else 0.0
+            for unit in run if shared is not None else ():
+                if self._stop.is_set():
+                    break
+                if self.build_unit(name, layer, unit, cancel=self._stop,
+                                   shared_s=shared / len(run)) != "aborted":
+                    self.built_in_background += 1
             self.share.built(time.monotonic() - t0)

@@ -84,6 +84,23 @@ class SharedEncodings:
             self.encoded += 1
             return self.put(h, enc)
 
+    def encode_missing(self, units: Iterable[tuple[str, Any]]) -> int:
+        """Encode, in one encoder pass, those of ``units`` ((hash, Document) pairs) that have
+        no stored encoding yet, and store them: a build of many small units fills whole encoder
+        batches (``TokenEncoder.encode_spans_many``) instead of one short batch per unit.
+        Returns how many were encoded. Two threads encoding one unit at once both write the
+        same file atomically (no lock is held across the pass)."""
+        todo = [(h, doc) for h, doc in units if self.get(h) is None]
+        if not todo:
+            return 0
+        encs = self.encoder.encode_spans_many(
+            [(doc.text, embedding_chunks(doc, self.target)) for _, doc in todo],
+            chunker_version=self.chunker_version)
+        for (h, _), enc in zip(todo, encs):
+            write_sidecar(self.path(h), enc, meta={"unit": h, "chunk_target": self.target})
+        self.encoded += len(todo)
+        return len(todo)
+
     def put(self, h: str, enc: UnitEncoding) -> UnitEncoding:
         """Store ``enc`` as the encoding of ``h`` (computed here, or by a ``SharedPass`` in
         another process: the same bytes either way) and return it as read back."""
@@ -150,3 +167,20 @@ class SharedPassLayer:
     def index_payload(self, unit, doc, payload):
         self.shared.put(unit.hash, payload)
         return self.index_unit(unit, doc)
+
+    def prepare_units(self, units) -> int:
+        """Before a batch of ``units`` is built one by one: their encoder pass, all in one
+        (``SharedEncodings.encode_missing``), so that each ``build_one`` reads its stored
+        encoding. Units that will be skipped (blank, too large, unreadable) are left to
+        ``build_one``, which says why. Returns how many units were encoded."""
+        if self.remote_pass() is None:  # unusable model, or a layer whose pass is not shared
+            return 0
+        todo = []
+        for u in units:
+            if not self.needs_pass(u) or self.skip_reason(u):
+                continue
+            doc = self.ctx.reader.document(u.hash, u.path)
+            if doc.skipped or not doc.text or not doc.text.strip():
+                continue
+            todo.append((u.hash, doc))
+        return self.shared.encode_missing(todo) if todo else 0
