@@ -108,6 +108,32 @@ def test_the_shard_actor_in_process_reads_its_units_once(planted):
     assert actor.scan(normalise(q), None, ["f" * 32], 3, time.time() + 60, {})[0].unreadable[0][0] == "f" * 32
 
 
+class StandInShards:
+    """Stands for a layer's shard actors: counts ``close`` calls (the second one raises, as a
+    cluster already shut down would)."""
+
+    def __init__(self, fail: bool = False):
+        self.closed, self.fail = 0, fail
+
+    def close(self):
+        self.closed += 1
+        if self.fail:
+            raise RuntimeError("the cluster is gone")
+
+
+def test_engine_close_stops_the_shard_actors_of_every_layer(tmp_path):
+    import lar
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.md").write_text("alpha beta\n")
+    eng = lar.open(tmp_path / "c", state=tmp_path / "state")
+    late, dense = StandInShards(), StandInShards(fail=True)
+    eng.layers["late"].sharded, eng.layers["dense"].sharded = late, dense
+    eng.close()
+    assert late.closed == dense.closed == 1  # once each, a failing one included
+    assert eng.layers["late"].sharded is None and eng.layers["dense"].sharded is None
+
+
 def slow_chunk_scan(q, w, hashes, load, k, *, marker, **kw):
     """The real shard scan, held up for 1.5 s on shard 0 while ``marker`` exists."""
     if os.path.exists(marker) and hashes and shard_of(hashes[0], 2) == 0:
