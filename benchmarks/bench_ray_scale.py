@@ -16,7 +16,8 @@ Run from the repository root (needs the ``ray`` extra), under ``nice``:
   ``bench_ray.planted_sidecars``), 32 query tokens, k=10. Local: ``scan_units`` over in-memory
   units; Ray: ``LateShards`` with 1, 2 and 4 actors.
 
-Per call: its wall time, the slowest shard's own scan (measured inside the actor), and the
+The local scans are timed with the default BLAS threads and with one (the actors' BLAS runs
+one thread: Ray sets ``OMP_NUM_THREADS=1`` in its workers). Per Ray call: its wall time, the slowest shard's own scan (measured inside the actor), and the
 **overhead** = the call minus the slowest shard's scan (dispatch, serialisation, the object
 store round trip, the merge). The **model** predicts that overhead from pieces timed apart, in
 the same run: ``rt(n)`` the round trip of ``n`` parallel empty actor calls, plus the driver's
@@ -75,12 +76,17 @@ def _ser(obj) -> tuple[float, int]:
 
 
 def _rt(scanner, reps: int) -> float:
-    """Median round trip of one empty call to every actor at once."""
+    """Median round trip of one empty call to every actor at once, collected as
+    ``ShardedScan.scan`` collects its answers (``ray.wait`` for one at a time, then ``ray.get``)."""
     ray = scanner.ray
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        ray.get([a.ping.remote() for a in scanner.actors])
+        pending = [a.ping.remote() for a in scanner.actors]
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1, timeout=60)
+            for ref in ready:
+                ray.get(ref)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -90,13 +96,18 @@ def run_case(name: str, local, make_shards, call, ids, merge, reps: int) -> dict
     ``ids(result)`` the top k as comparable ids; ``merge(results)`` the layer's merge."""
     from lar.distributed.shards import split
 
+    from threadpoolctl import threadpool_limits
+
     ref = ids(local())
-    out = {"local": {"times": []}}
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        local()
-        out["local"]["times"].append(time.perf_counter() - t0)
-    out["local"]["median_s"] = _median(out["local"].pop("times"))
+    out = {}
+    for label, threads in (("local", None), ("local_1_thread", 1)):
+        times = []
+        with threadpool_limits(limits=threads):
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                local()
+                times.append(time.perf_counter() - t0)
+        out[label] = {"median_s": _median(times)}
     for n in SHARDS:
         t0 = time.perf_counter()
         sh = make_shards(n)
@@ -234,7 +245,8 @@ def _rows(case: dict) -> list[str]:
     lines = ["| path | median s | slowest shard s | overhead s (measured) | overhead s (model) | "
              "round trip s | split s | serialise s | merge s | measured / model | "
              "request + reply bytes | top 10 equal |", "|---|---|---|---|---|---|---|---|---|---|---|---|",
-             f"| local | {case['local']['median_s']} | - | - | - | - | - | - | - | - | - | True |"]
+             *(f"| {p.replace('_', ' ')} | {case[p]['median_s']} | - | - | - | - | - | - | - | - | - "
+               f"| True |" for p in ("local", "local_1_thread"))]
     for n in SHARDS:
         c = case[f"shards_{n}"]
         lines.append(f"| {n} shard{'s' if n > 1 else ''} | {c['median_s']} | "
