@@ -23,7 +23,9 @@ store round trip, the merge). The **model** predicts that overhead from pieces t
 the same run: ``rt(n)`` the round trip of ``n`` parallel empty actor calls, plus the driver's
 split of the unit order into the shards' parts, plus the serialisation (pickle out and back in) of each shard's request (its part of the unit order, the
 query) and reply (its top k and the list of units it scanned), plus the merge of the ``n``
-replies. The top k of every call must equal the local scan's.
+replies. A second, **transport** model replaces the empty round trip and the pickling by one
+round trip of ``n`` parallel calls that carry each shard's real request and reply but do not
+scan (``ShardActor.echo``). The top k of every call must equal the local scan's.
 """
 from __future__ import annotations
 
@@ -73,6 +75,25 @@ def _ser(obj) -> tuple[float, int]:
     b = pickle.dumps(obj, protocol=5)
     pickle.loads(b)
     return time.perf_counter() - t0, len(b)
+
+
+def _collect(ray, pending) -> None:
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1, timeout=60)
+        for ref in ready:
+            ray.get(ref)
+
+
+def _rt_payload(scanner, requests, replies, reps: int) -> float:
+    """Median round trip of every actor receiving its request and sending back its reply (the
+    same objects as the scan's), without scanning: Ray's transport of those bytes."""
+    ray = scanner.ray
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        _collect(ray, [a.echo.remote(req, rep) for a, req, rep in zip(scanner.actors, requests, replies)])
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def _rt(scanner, reps: int) -> float:
@@ -138,8 +159,12 @@ def run_case(name: str, local, make_shards, call, ids, merge, reps: int) -> dict
         req_bytes, rep_bytes = sum(b for _, b in ser_req), sum(b for _, b in ser_rep)
         overhead = [t - i for t, i in zip(times, inside)]
         pred = rt + split_s + ser_s + merge_s
+        rt_pay = _rt_payload(sh.scanner, req, rep, reps)
+        pred_b = rt_pay + split_s + merge_s
         model = {"round_trip_s": round(rt, 5), "split_s": round(split_s, 5),
-                 "serialise_s": round(ser_s, 5),
+                 "serialise_s": round(ser_s, 5), "round_trip_with_payload_s": round(rt_pay, 5),
+                 "predicted_overhead_transport_s": round(pred_b, 5),
+                 "measured_over_transport_model": round(statistics.median(overhead) / pred_b, 2),
                  "merge_s": round(merge_s, 6), "predicted_overhead_s": round(pred, 5)}
         out[f"shards_{n}"] = {
             "actors_start_s": started, "median_s": _median(times),
@@ -244,9 +269,11 @@ def bench_late(tmp: Path, units: int, reps: int) -> dict:
 def _rows(case: dict) -> list[str]:
     lines = ["| path | median s | slowest shard s | overhead s (measured) | overhead s (model) | "
              "round trip s | split s | serialise s | merge s | measured / model | "
-             "request + reply bytes | top 10 equal |", "|---|---|---|---|---|---|---|---|---|---|---|---|",
+             "round trip with payload s | overhead s (transport model) | measured / transport model | "
+             "request + reply bytes | top 10 equal |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
              *(f"| {p.replace('_', ' ')} | {case[p]['median_s']} | - | - | - | - | - | - | - | - | - "
-               f"| True |" for p in ("local", "local_1_thread"))]
+               f"| - | - | - | True |" for p in ("local", "local_1_thread"))]
     for n in SHARDS:
         c = case[f"shards_{n}"]
         lines.append(f"| {n} shard{'s' if n > 1 else ''} | {c['median_s']} | "
@@ -254,6 +281,8 @@ def _rows(case: dict) -> list[str]:
                      f"{c['predicted_overhead_s']} | {c['round_trip_s']} | {c['split_s']} | "
                      f"{c['serialise_s']} | "
                      f"{c['merge_s']} | {c['measured_over_predicted']} | "
+                     f"{c['round_trip_with_payload_s']} | {c['predicted_overhead_transport_s']} | "
+                     f"{c['measured_over_transport_model']} | "
                      f"{c['request_bytes'] + c['reply_bytes']:,} | {c['top_k_equal']} |")
     return lines
 
@@ -298,7 +327,9 @@ def main() -> None:
         "overhead (measured) = the call minus the slowest shard's own scan; overhead (model) = "
         "round trip of n parallel empty actor calls + the driver's split of the unit order into "
         "shards + pickling out and in of every request and reply + the merge, each timed apart "
-        "in the same run (docs/scale.md).",
+        "in the same run; overhead (transport model) = the round trip of n parallel actor calls "
+        "carrying each shard's real request and reply without scanning + the split + the merge "
+        "(docs/scale.md).",
     ]
     write_results(args.out, data, lines)
 
