@@ -134,6 +134,22 @@ def test_engine_close_stops_the_shard_actors_of_every_layer(tmp_path):
     assert eng.layers["late"].sharded is None and eng.layers["dense"].sharded is None
 
 
+def test_the_shards_option_is_checked_and_reported(tmp_path):
+    import lar
+    from lar.core.errors import ConfigError
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.md").write_text("alpha beta\n")
+    with lar.open(tmp_path / "c", state=tmp_path / "state",
+                  config={"dense_shards": 3, "static_shards": 2}) as eng:
+        assert eng.layers["dense"].options["shards"] == 3 and eng.layers["late"].options["shards"] == 0
+        assert eng.layers["dense"].compute_device() == "encoder cpu, scan cpu on 3 Ray actors"
+        assert eng.layers["static"].compute_device() == "encoder cpu, scan cpu on 2 Ray actors"
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ConfigError, match="shards"):
+            lar.open(tmp_path / "c", state=tmp_path / "state2", config={"dense_shards": bad}).close()
+
+
 def slow_chunk_scan(q, w, hashes, load, k, *, marker, **kw):
     """The real shard scan, held up for 1.5 s on shard 0 while ``marker`` exists."""
     if os.path.exists(marker) and hashes and shard_of(hashes[0], 2) == 0:
