@@ -150,6 +150,40 @@ def test_the_shards_option_is_checked_and_reported(tmp_path):
             lar.open(tmp_path / "c", state=tmp_path / "state2", config={"dense_shards": bad}).close()
 
 
+def test_search_on_shards_reports_late_shards_unreadable_units_and_coverage():
+    """The layer's side without Ray: a late shard's units are not covered, units a shard could
+    not read are forgotten (rebuilt next build), units with no rows count as covered."""
+    from types import SimpleNamespace
+
+    from lar.core.budget import Budget
+    from lar.distributed.shards import ShardRun
+    from lar.layers.kits.vectors.chunkshard import ChunkScanResult
+    from lar.layers.kits.vectors.sharded import search_on_shards
+
+    ok = {f"{i:032x}" for i in range(12)}
+    order = sorted(ok)[:10]  # two live units have no chunk rows: not sent
+    forgotten = []
+
+    class Shards:
+        def scan(self, q, ordered, k, seconds, **kw):
+            assert ordered == order and k == 3 and 0 < seconds <= 5
+            res = ChunkScanResult(top=[(0.9, order[1], 0, 5)], scanned=order[:5],
+                                  unreadable=[(order[6], "checksum mismatch")], aborted=True)
+            return res, ShardRun(shards=2, answered=(1,), late=(0,), units=10, scanned=5)
+
+    layer = SimpleNamespace(sharded=Shards(), store=SimpleNamespace(pack_order=lambda hs: order),
+                            manifest=SimpleNamespace(forget=forgotten.extend))
+    budget = Budget.seconds(5.0)
+    found = search_on_shards(layer, np.ones(4, np.float32), ok, 3, budget)
+    assert found.hits == [(order[1], 0, 5, 0.9)]
+    assert found.fraction == pytest.approx((12 - 10 + 5) / 12)
+    assert forgotten == [order[6]]
+    rep = budget.report()
+    assert rep.details["shards"]["late"] == [0] and rep.details["shards"]["coverage"] == 0.5
+    assert any("late [0]" in w for w in rep.warnings)
+    assert any("unreadable" in w for w in rep.warnings)
+
+
 def slow_chunk_scan(q, w, hashes, load, k, *, marker, **kw):
     """The real shard scan, held up for 1.5 s on shard 0 while ``marker`` exists."""
     if os.path.exists(marker) and hashes and shard_of(hashes[0], 2) == 0:
