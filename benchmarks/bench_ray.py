@@ -70,7 +70,9 @@ def bench_build(tmp: Path, docs: int, cpus: int) -> dict:
     return out
 
 
-def _planted(root: Path, units: int, dim: int, rng):
+def planted_sidecars(root: Path, units: int, dim: int, rng) -> list[str]:
+    """``units`` units of random unit-length float16 token vectors (20-60 per chunk, 1-4
+    chunks) written as sidecars under ``root``; their hashes."""
     from lar.encoders.encoding import UnitEncoding
     from lar.layers.kits.vectors.sidecar import sidecar_path, write_sidecar
 
@@ -97,7 +99,7 @@ def bench_scan(tmp: Path, units: int, reps: int) -> dict:
 
     rng = np.random.default_rng(7)
     root = tmp / "sidecars"
-    hashes = _planted(root, units, 128, rng)
+    hashes = planted_sidecars(root, units, 128, rng)
     q = rng.standard_normal((32, 128)).astype(np.float32)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     w = np.ones(32, dtype=np.float32)

@@ -85,6 +85,11 @@ class ShardActor:
     def ping(self) -> int:
         return self.shard
 
+    def echo(self, request: Any, reply: Any) -> Any:
+        """``reply``, once ``request`` arrived: the transport of a scan's bytes without the scan
+        (the overhead model of ``benchmarks/bench_ray_scale.py``)."""
+        return reply
+
     def pid(self) -> int:
         import os
 

@@ -15,10 +15,8 @@ mean cosine of the chunk to its nearest chunks in a sample of the index); option
 (weight ``w``, default 0) ranks by ``cosine - w * hubness`` instead, over three times as many
 candidates, so chunks that are near everything are discounted.
 
-Option ``shards`` (``dense_shards``, ``static_shards``; default 0: scan in this process): the
-units split into that many shards held by Ray actors at the engine's ``ray_address``, each
-scanning its part until the deadline, merged exactly (:mod:`lar.layers.kits.vectors.sharded`,
-docs/ray.md).
+Option ``shards`` (``dense_shards``, ``static_shards``; 0: here): scan that many shards on Ray
+actors, merged exactly (:mod:`lar.layers.kits.vectors.sharded`, docs/ray.md).
 """
 from __future__ import annotations
 
@@ -163,7 +161,7 @@ class ChunkVectorLayer(EmbeddingLayer):
         if self.options["shards"]:
             from lar.layers.kits.vectors.sharded import search_on_shards
 
-            found = search_on_shards(self, q, ok, k, budget)
+            found = search_on_shards(self, q, ok, k, budget)  # on Ray actors
         else:
             found = self.store.search(q, ok, k, should_stop=budget.expired)
         results, fraction = found.hits, found.fraction

@@ -108,6 +108,82 @@ def test_the_shard_actor_in_process_reads_its_units_once(planted):
     assert actor.scan(normalise(q), None, ["f" * 32], 3, time.time() + 60, {})[0].unreadable[0][0] == "f" * 32
 
 
+class StandInShards:
+    """Stands for a layer's shard actors: counts ``close`` calls (the second one raises, as a
+    cluster already shut down would)."""
+
+    def __init__(self, fail: bool = False):
+        self.closed, self.fail = 0, fail
+
+    def close(self):
+        self.closed += 1
+        if self.fail:
+            raise RuntimeError("the cluster is gone")
+
+
+def test_engine_close_stops_the_shard_actors_of_every_layer(tmp_path):
+    import lar
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.md").write_text("alpha beta\n")
+    eng = lar.open(tmp_path / "c", state=tmp_path / "state")
+    late, dense = StandInShards(), StandInShards(fail=True)
+    eng.layers["late"].sharded, eng.layers["dense"].sharded = late, dense
+    eng.close()
+    assert late.closed == dense.closed == 1  # once each, a failing one included
+    assert eng.layers["late"].sharded is None and eng.layers["dense"].sharded is None
+
+
+def test_the_shards_option_is_checked_and_reported(tmp_path):
+    import lar
+    from lar.core.errors import ConfigError
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.md").write_text("alpha beta\n")
+    with lar.open(tmp_path / "c", state=tmp_path / "state",
+                  config={"dense_shards": 3, "static_shards": 2}) as eng:
+        assert eng.layers["dense"].options["shards"] == 3 and eng.layers["late"].options["shards"] == 0
+        assert eng.layers["dense"].compute_device() == "encoder cpu, scan cpu on 3 Ray actors"
+        assert eng.layers["static"].compute_device() == "encoder cpu, scan cpu on 2 Ray actors"
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ConfigError, match="shards"):
+            lar.open(tmp_path / "c", state=tmp_path / "state2", config={"dense_shards": bad}).close()
+
+
+def test_search_on_shards_reports_late_shards_unreadable_units_and_coverage():
+    """The layer's side without Ray: a late shard's units are not covered, units a shard could
+    not read are forgotten (rebuilt next build), units with no rows count as covered."""
+    from types import SimpleNamespace
+
+    from lar.core.budget import Budget
+    from lar.distributed.shards import ShardRun
+    from lar.layers.kits.vectors.chunkshard import ChunkScanResult
+    from lar.layers.kits.vectors.sharded import search_on_shards
+
+    ok = {f"{i:032x}" for i in range(12)}
+    order = sorted(ok)[:10]  # two live units have no chunk rows: not sent
+    forgotten = []
+
+    class Shards:
+        def scan(self, q, ordered, k, seconds, **kw):
+            assert ordered == order and k == 3 and 0 < seconds <= 5
+            res = ChunkScanResult(top=[(0.9, order[1], 0, 5)], scanned=order[:5],
+                                  unreadable=[(order[6], "checksum mismatch")], aborted=True)
+            return res, ShardRun(shards=2, answered=(1,), late=(0,), units=10, scanned=5)
+
+    layer = SimpleNamespace(sharded=Shards(), store=SimpleNamespace(pack_order=lambda hs: order),
+                            manifest=SimpleNamespace(forget=forgotten.extend))
+    budget = Budget.seconds(5.0)
+    found = search_on_shards(layer, np.ones(4, np.float32), ok, 3, budget)
+    assert found.hits == [(order[1], 0, 5, 0.9)]
+    assert found.fraction == pytest.approx((12 - 10 + 5) / 12)
+    assert forgotten == [order[6]]
+    rep = budget.report()
+    assert rep.details["shards"]["late"] == [0] and rep.details["shards"]["coverage"] == 0.5
+    assert any("late [0]" in w for w in rep.warnings)
+    assert any("unreadable" in w for w in rep.warnings)
+
+
 def slow_chunk_scan(q, w, hashes, load, k, *, marker, **kw):
     """The real shard scan, held up for 1.5 s on shard 0 while ``marker`` exists."""
     if os.path.exists(marker) and hashes and shard_of(hashes[0], 2) == 0:
@@ -264,7 +340,10 @@ def test_the_layer_on_shards_returns_the_local_hits_and_close_stops_its_actors(b
     for (lh, lcov, _), (sh, scov, details) in zip(local, sharded):
         assert len(lh) >= 5 and sh == lh and scov == lcov == 1.0
         assert details["shards"]["answered"] == [0, 1] and details["shards"]["coverage"] == 1.0
-    assert len(actors) == 2  # Engine.close stopped them: they are gone for good
+    assert len(actors) == 2  # Engine.close stopped them (ray.kill: they die moments later)
     for a in actors:
+        t0 = time.monotonic()
         with pytest.raises(ray_cluster.exceptions.RayActorError):
-            ray_cluster.get(a.ping.remote(), timeout=30)
+            while time.monotonic() - t0 < 30:
+                ray_cluster.get(a.ping.remote(), timeout=30)
+                time.sleep(0.2)

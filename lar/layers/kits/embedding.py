@@ -108,9 +108,11 @@ class EmbeddingLayer(BuildingLayer):
 
     def compute_device(self) -> str:
         """Where the layer's model work runs, for ``status``: the encoder on the layer's
-        ``device`` option, else the CPU (the encoders' default); the chunk scan is numpy."""
+        ``device`` option, else the CPU (the encoders' default); the chunk scan is numpy, here
+        or on the layer's ``shards`` Ray actors."""
+        shards = self.options.get("shards") or 0
         return layer_device(encoder=torch_device(self.options.get("device"), default_cpu=True),
-                            scan="cpu")
+                            scan=f"cpu on {shards} Ray actors" if shards else "cpu")
 
     def status(self, scope):
         from dataclasses import replace

@@ -26,8 +26,8 @@ from lar.distributed.shards import merge_top
 from lar.layers.kits.vectors.arena import TokenArena, adjacent_view
 from lar.layers.kits.vectors.chunkrows import iter_f32
 
-__all__ = ["StoreSource", "ChunkScanResult", "scan_chunk_units", "merge_chunk_results",
-           "BLOCK_ROWS", "LOAD_UNITS"]
+__all__ = ["StoreSource", "ChunkScanResult", "ChunkPlan", "scan_chunk_units",
+           "merge_chunk_results", "BLOCK_ROWS", "LOAD_UNITS"]
 
 BLOCK_ROWS = 65536  # rows scored between two should_stop checks (as ChunkVectorStore.search)
 LOAD_UNITS = 512  # units read from the store per call when they are not in memory yet
@@ -41,6 +41,7 @@ class StoreSource:
         self._store = None
         self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # hash -> (spans, rows)
         self._arena = TokenArena()
+        self.plan = None  # ((block_rows, hashes), ChunkPlan) of the last complete scan
 
     def __getstate__(self) -> dict:
         return {"folder": self.folder, "dim": self.dim, "dtype": self.dtype}
@@ -92,7 +93,10 @@ class StoreSource:
     def retain(self, hashes: Iterable[str]) -> None:
         """Forget the units not in ``hashes`` (no longer live, or no longer this shard's)."""
         keep = set(hashes)
-        for h in [h for h in self._cache if h not in keep]:
+        gone = [h for h in self._cache if h not in keep]
+        if gone:
+            self.plan = None
+        for h in gone:
             self._arena.forget(self._cache.pop(h)[1].shape[0])
         if self._arena.mostly_dead:
             self._cache.clear()
@@ -115,6 +119,76 @@ class ChunkScanResult:
     moments: ScoreMoments = field(default_factory=ScoreMoments)  # every chunk score computed
 
 
+class _TopK:
+    """The best ``k`` rows seen so far: (score, unit index, row within the unit)."""
+
+    def __init__(self, k: int):
+        self.k = k
+        self.s = np.zeros(0, dtype=np.float32)
+        self.u = self.r = np.zeros(0, dtype=np.int64)
+
+    def add(self, scores: np.ndarray, counts: np.ndarray, u0: int) -> None:
+        k = self.k
+        top = np.argpartition(-scores, k - 1)[:k] if len(scores) > k else np.arange(len(scores))
+        ends = np.cumsum(counts)
+        owner = np.searchsorted(ends, top, side="right")
+        self.s = np.concatenate([self.s, scores[top]])
+        self.u = np.concatenate([self.u, owner + u0])
+        self.r = np.concatenate([self.r, top - (ends[owner] - counts[owner])])
+        if len(self.s) > k:
+            keep = np.argpartition(-self.s, k - 1)[:k]
+            self.s, self.u, self.r = self.s[keep], self.u[keep], self.r[keep]
+
+    def result(self, units: Sequence[tuple[str, np.ndarray]]) -> list[tuple[float, str, int, int]]:
+        top = []
+        for j in range(len(self.s)):
+            h, spans = units[int(self.u[j])]
+            a, b = spans[int(self.r[j])].tolist()
+            top.append((float(self.s[j]), h, int(a), int(b)))
+        return sorted(top, key=lambda t: (-t[0], t[1], t[2]))
+
+
+def _cosines(x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    scores = np.empty(x.shape[0], dtype=np.float32)
+    for o, xb in iter_f32(x, np.arange(x.shape[0])):
+        np.matmul(xb, q, out=scores[o:o + xb.shape[0]])
+    return scores
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkPlan:
+    """A complete scan's blocks, kept by the source for the next query over the same units
+    (so a warm shard does no per-unit work): each block ``(rows, counts, first unit, hashes)``,
+    its rows one view of the arena."""
+
+    units: tuple[tuple[str, np.ndarray], ...]
+    blocks: tuple[tuple[np.ndarray, np.ndarray, int, tuple[str, ...]], ...]
+    empty: tuple[str, ...]
+
+
+def _scan_plan(q, plan: ChunkPlan, k: int, should_stop) -> ChunkScanResult:
+    res, best = ChunkScanResult(), _TopK(k)
+    res.scanned.extend(plan.empty)
+    for x, counts, u0, hs in plan.blocks:
+        if res.blocks and should_stop():
+            res.aborted = True
+            break
+        scores = _cosines(x, q)
+        res.moments.add(scores)
+        best.add(scores, counts, u0)
+        res.scanned.extend(hs)
+        res.rows += int(x.shape[0])
+        res.blocks += 1
+    res.top = best.result(plan.units)
+    return res
+
+
+def _continues(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether rows ``b`` lie right after rows ``a`` in the same arena buffer."""
+    return (a.base is not None and b.base is a.base
+            and b.ctypes.data == a.ctypes.data + a.shape[0] * a.strides[0])
+
+
 def scan_chunk_units(q: np.ndarray, weights: Any, hashes: Sequence[str], load: Any, k: int, *,
                      should_stop: Callable[[], bool] = lambda: False,
                      block_rows: int = BLOCK_ROWS) -> ChunkScanResult:
@@ -122,43 +196,48 @@ def scan_chunk_units(q: np.ndarray, weights: Any, hashes: Sequence[str], load: A
     kept; ``load.many(hashes)`` gives ``({hash: (spans, rows)}, [(hash, why)])`` (a
     ``lar.distributed.ray_scan.ShardLoader``); ``weights`` is unused (the late layer's slot).
     Like ``ChunkVectorStore.search``, the first block is always scored and ``should_stop`` is
-    asked before each further one."""
-    res = ChunkScanResult()
+    asked before each further one. A block ends at ``block_rows`` rows or where the units' rows
+    stop being back to back in the arena, so every block is one view; a complete scan's blocks
+    are kept by the source (:class:`ChunkPlan`) and the next query over the same units reuses them."""
     q = np.ascontiguousarray(q, dtype=np.float32).reshape(-1)
-    best_s = np.zeros(0, dtype=np.float32)
-    best_i = best_r = np.zeros(0, dtype=np.int64)  # index into `units`, row within the unit
+    hashes = list(hashes)
+    source = getattr(load, "source", None)
+    key = (block_rows, hashes)
+    plan = getattr(source, "plan", None)
+    if plan is not None and plan[0] == key:
+        return _scan_plan(q, plan[1], k, should_stop)
+    res, best = ChunkScanResult(), _TopK(k)
     units: list[tuple[str, np.ndarray]] = []  # (hash, spans) of the units scored
+    blocks, empty = [], []
     pending: list[tuple[str, np.ndarray, np.ndarray]] = []
     pending_rows = 0
 
     def flush() -> None:
-        nonlocal best_s, best_i, best_r, pending, pending_rows
+        nonlocal pending, pending_rows
         mats = [r for _, _, r in pending]
-        x = (mats[0] if len(mats) == 1 else adjacent_view(mats)) if mats else None
-        if x is None:
+        x = mats[0] if len(mats) == 1 else adjacent_view(mats)
+        if x is None:  # not back to back (never in the arena's order): copied together
             x = np.concatenate(mats, axis=0)
-        scores = np.empty(x.shape[0], dtype=np.float32)
-        for o, xb in iter_f32(x, np.arange(x.shape[0])):
-            np.matmul(xb, q, out=scores[o:o + xb.shape[0]])
+        scores = _cosines(x, q)
         res.moments.add(scores)
         counts = np.array([r.shape[0] for r in mats], dtype=np.int64)
-        top = np.argpartition(-scores, k - 1)[:k] if len(scores) > k else np.arange(len(scores))
-        ends = np.cumsum(counts)
-        owner = np.searchsorted(ends, top, side="right")
-        best_s = np.concatenate([best_s, scores[top]])
-        best_i = np.concatenate([best_i, owner + len(units)])
-        best_r = np.concatenate([best_r, top - (ends[owner] - counts[owner])])
-        if len(best_s) > k:
-            keep = np.argpartition(-best_s, k - 1)[:k]
-            best_s, best_i, best_r = best_s[keep], best_i[keep], best_r[keep]
-        units.extend((h, s) for h, s, _ in pending)
+        best.add(scores, counts, len(units))
+        blocks.append((x, counts, len(units), tuple(h for h, _, _ in pending)))
+        units.extend((h, sp) for h, sp, _ in pending)
         res.scanned.extend(h for h, _, _ in pending)
         res.rows += int(x.shape[0])
         res.blocks += 1
         pending, pending_rows = [], 0
 
-    hashes = list(hashes)
-    pos, stopped = 0, False
+    def block_ends() -> bool:
+        """Score the pending block now, unless the deadline has passed (then stop)."""
+        if res.blocks and should_stop():
+            return True
+        flush()
+        return False
+
+    pos = 0
+    stopped = False
     while pos < len(hashes) and not stopped:
         if res.blocks and not pending and should_stop():
             stopped = True
@@ -171,28 +250,25 @@ def scan_chunk_units(q: np.ndarray, weights: Any, hashes: Sequence[str], load: A
             unit = got.get(h)
             if unit is None:
                 continue
-            if unit[1].shape[0] == 0:  # no chunks: nothing to score, covered
+            spans, rows = unit
+            if rows.shape[0] == 0:  # no chunks: nothing to score, covered
                 res.scanned.append(h)
+                empty.append(h)
                 continue
-            pending.append((h, unit[0], unit[1]))
-            pending_rows += unit[1].shape[0]
-            if pending_rows >= block_rows:
-                if res.blocks and should_stop():
-                    stopped = True
-                    break
-                flush()
+            if pending and not _continues(pending[-1][2], rows) and block_ends():
+                stopped = True
+                break
+            pending.append((h, spans, rows))
+            pending_rows += rows.shape[0]
+            if pending_rows >= block_rows and block_ends():
+                stopped = True
+                break
     if pending and not stopped:
-        if res.blocks and should_stop():
-            stopped = True
-        else:
-            flush()
+        stopped = block_ends()
     res.aborted = stopped
-    order = np.lexsort((best_r, best_i, -best_s)) if len(best_s) else []
-    for j in np.asarray(order).tolist():
-        h, spans = units[int(best_i[j])]
-        a, b = spans[int(best_r[j])].tolist()
-        res.top.append((float(best_s[j]), h, int(a), int(b)))
-    res.top.sort(key=lambda t: (-t[0], t[1], t[2]))
+    res.top = best.result(units)
+    if source is not None and not stopped and not res.unreadable:
+        source.plan = (key, ChunkPlan(tuple(units), tuple(blocks), tuple(empty)))
     return res
 
 

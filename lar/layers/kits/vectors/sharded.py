@@ -57,7 +57,8 @@ def as_chunk_hits(res: ChunkScanResult, sent: int, live: int) -> ChunkHits:
     scanned = len(set(res.scanned))
     fraction = (live - sent + scanned) / live if live else 1.0
     return ChunkHits(hits=[(h, s, e, score) for score, h, s, e in res.top],
-                     fraction=min(1.0, fraction), n_scored=res.rows, n_total=res.rows,
+                     fraction=min(1.0, fraction), n_scored=res.rows,
+                     n_total=res.rows,  # the rows of the late and failed shards are not known
                      background=res.moments.result())
 
 
