@@ -205,6 +205,8 @@ class Status:
             out.append(f"  {l.name:<10} v{l.version:<4} {'/'.join(sorted(l.roles)):<16} {l.origin:<9} "
                        f"{l.granularity:<12} coverage {l.coverage:>4.0%}  query: {l.query_format}"
                        + (f"  device: {l.device}" if l.device else ""))
+            if l.resident:
+                out.append(f"  {'':<10} {l.resident_text()}")
         for p, r, _ in self.skipped[:10]:
             out.append(f"  skipped {p}: {r}")
         if len(self.skipped) > 10:
