@@ -39,6 +39,7 @@ class Slot:
     segment: int
     row: int
     rows: int
+    tag: Any = None  # what the caller put with the rows (e.g. where they came from)
 
 
 @dataclass(frozen=True)
@@ -142,8 +143,14 @@ class DeviceArena:
         self.rows_scanned = 0
 
     # -- what is where ---------------------------------------------------------------------
-    def get(self, key: str) -> Slot | None:
-        return self._slots.get(key)
+    def get(self, key: str, tag: Any = None) -> Slot | None:
+        """The unit's slot; with ``tag``, only when it was put with that tag (a slot of rows
+        put under another tag is stale: it is freed and None returned)."""
+        slot = self._slots.get(key)
+        if slot is not None and tag is not None and slot.tag != tag:
+            self.drop([key])
+            return None
+        return slot
 
     def __contains__(self, key: str) -> bool:
         return key in self._slots
@@ -179,7 +186,8 @@ class DeviceArena:
         return _row_bytes(dim, np.dtype(dtype), scaled)
 
     # -- filling and freeing ---------------------------------------------------------------
-    def put(self, key: str, rows: np.ndarray, scales: np.ndarray | None = None) -> Slot | None:
+    def put(self, key: str, rows: np.ndarray, scales: np.ndarray | None = None,
+            tag: Any = None) -> Slot | None:
         """Copy unit ``key``'s ``rows`` (n, dim) (int8 ``rows`` with their float32 ``scales``
         (n,)) to the device, or return its slot if it is there already; None when it does not
         fit in the budget (the unit stays on the host)."""
@@ -197,10 +205,10 @@ class DeviceArena:
                 if self._kinds[i] == kind:
                     start = seg.take(n)
                     if start is not None:
-                        found = Slot(i, start, n)
+                        found = Slot(i, start, n, tag)
                         break
             if found is None:
-                found = self._new_segment(kind, n)
+                found = self._new_segment(kind, n, tag)
             if found is None:
                 self._over.add(key)
                 return None
@@ -215,7 +223,7 @@ class DeviceArena:
             self.copied_rows += n
             return found
 
-    def _new_segment(self, kind: tuple[str, int, bool], n: int) -> Slot | None:
+    def _new_segment(self, kind: tuple[str, int, bool], n: int, tag: Any) -> Slot | None:
         dtype, dim, scaled = kind
         rb = _row_bytes(dim, np.dtype(dtype), scaled)
         room = (self.budget_bytes - self._allocated) // rb
@@ -233,7 +241,7 @@ class DeviceArena:
         self._kinds.append(kind)
         self._allocated += cap * rb
         start = seg.take(n)
-        return Slot(len(self._segments) - 1, start, n)
+        return Slot(len(self._segments) - 1, start, n, tag)
 
     def drop(self, keys: Iterable[str]) -> int:
         """Free the slots of ``keys`` (those resident); returns how many were freed."""

@@ -194,7 +194,7 @@ def test_a_scan_order_from_the_arena_reads_views():
 
 def test_device_mb_option_and_budget():
     from lar.core.errors import ConfigError
-    from lar.layers.late.resident import check_device_mb, resident_budget
+    from lar.layers.kits.resident import check_device_mb, resident_budget
 
     assert resident_budget("numpy", "cpu", 64) is None  # the numpy kernel: no device
     assert resident_budget("torch", "cpu", 0) is None  # 0: off
@@ -252,6 +252,97 @@ def test_late_layer_keeps_its_tokens_on_the_device(corpus, tmp_path, monkeypatch
     assert text[i + 1].strip() == late.resident_text()
 
 
+def test_a_full_arena_frees_the_slots_of_units_no_longer_built():
+    from lar.layers.kits.resident import ResidentHolder
+
+    holder = ResidentHolder()
+    arena = holder.arena("torch", "cpu", 1)  # 1 MiB: room for two units of 16,000 rows x 32 B
+    assert holder.arena("torch", "cpu", 1) is arena  # made once
+    units = _units(11, 4, sizes=(8000, 8000))
+    for h, e in list(units.items())[:2]:
+        arena.put(h, e.tokens)
+    assert holder.prune(set()) == 0  # nothing past the budget: the arena is left alone
+    for h, e in list(units.items())[2:]:
+        assert arena.put(h, e.tokens) is None
+    assert arena.stats().units_over_budget == 2
+    assert holder.prune(set(list(units)[1:])) == 1  # the first is no longer built: its slot goes
+    assert len(arena) == 1 and arena.stats().units_over_budget == 0
+    h, e = list(units.items())[2]
+    assert arena.put(h, e.tokens) is not None  # its room is reused
+
+
+# -- dense/static: the chunk vectors on the device ----------------------------------------------
+def _store(tmp_path, n_units=9, rows=20, dim=DIM, seed=0):
+    from lar.layers.kits.vectors.chunkstore import ChunkVectorStore
+
+    rng = np.random.default_rng(seed)
+    st = ChunkVectorStore(tmp_path / "vec", dim)
+    for i in range(n_units):
+        spans = np.stack([np.arange(rows) * 10, np.arange(rows) * 10 + 9], axis=1)
+        st.put(f"{i:032x}", spans, rng.standard_normal((rows, dim)).astype(np.float32))
+    return st, rng
+
+
+def _same_chunks(got, want) -> None:
+    assert [h[:3] for h in got.hits] == [h[:3] for h in want.hits]
+    np.testing.assert_allclose([h[3] for h in got.hits], [h[3] for h in want.hits], atol=1e-5)
+    assert got.fraction == want.fraction == 1.0
+
+
+def test_chunk_vectors_stay_on_the_device_across_searches(tmp_path, monkeypatch, device="cpu"):
+    st, rng = _store(tmp_path)
+    q = rng.standard_normal(DIM).astype(np.float32)
+    counter = Counter(monkeypatch)
+    arena = DeviceArena(device, 1 << 20)
+    plain = st.search(q, None, 7)
+    first = st.search(q, None, 7, arena=arena, block_rows=50)
+    assert counter.take() == [20] * 9 and first.resident["hit_rate"] == 0.0
+    _same_chunks(first, plain)
+    for _ in range(2):
+        again = st.search(q, None, 7, arena=arena, block_rows=50)
+        assert counter.take() == [] and again.resident == {"hit_rate": 1.0, "copied_rows": 0,
+                                                          "host_rows": 0}
+        _same_chunks(again, plain)
+    assert arena.stats().resident_bytes == 9 * 20 * DIM * 2  # float16 rows
+    # a replaced unit (new rows at the pack's end) is copied afresh, alone
+    h = f"{4:032x}"
+    spans = np.stack([np.arange(5) * 10, np.arange(5) * 10 + 9], axis=1)
+    st.put(h, spans, rng.standard_normal((5, DIM)).astype(np.float32))
+    res = st.search(q, None, 7, arena=arena)
+    assert counter.take() == [5] and res.resident["copied_rows"] == 5
+    _same_chunks(res, st.search(q, None, 7))
+    st.drop([f"{0:032x}"])
+    arena.drop([f"{0:032x}"])  # what the layer's drop does
+    assert arena.stats().units_resident == 8
+    _same_chunks(st.search(q, None, 7, arena=arena), st.search(q, None, 7))
+    assert counter.take() == []
+    st.close()
+
+
+def test_chunk_vectors_past_the_budget_are_scored_on_the_host(tmp_path, monkeypatch, device="cpu"):
+    st, rng = _store(tmp_path)
+    q = rng.standard_normal(DIM).astype(np.float32)
+    counter = Counter(monkeypatch)
+    arena = DeviceArena(device, 3 * 20 * DIM * 2)  # three units
+    first = st.search(q, None, 7, arena=arena)
+    assert counter.take() == [20] * 3 and first.resident["host_rows"] == 6 * 20
+    again = st.search(q, None, 7, arena=arena)
+    assert counter.take() == [] and again.resident["hit_rate"] == pytest.approx(1 / 3)
+    _same_chunks(again, st.search(q, None, 7))
+    st.close()
+
+
+def test_dense_layer_options_and_device_word():
+    from lar.core.errors import ConfigError
+    from lar.layers.dense import DenseLayer, StaticLayer
+    from lar.layers.kits.resident import resident_device
+
+    assert DenseLayer.defaults["device_mb"] is None and StaticLayer.defaults["device_mb"] is None
+    with pytest.raises(ConfigError, match="device_mb"):
+        DenseLayer.check_options({**DenseLayer.defaults, "device_mb": -5})
+    assert resident_device("torch", "cpu", 8) == "cpu" and resident_device("torch", "cpu", 0) is None
+
+
 # -- the same on CUDA, where there is one -----------------------------------------------------
 @pytest.mark.gpu
 def test_cuda_arena_stays_on_the_device_across_searches(monkeypatch):
@@ -276,3 +367,13 @@ def test_cuda_units_past_the_budget_are_scanned_from_the_host(monkeypatch):
 @pytest.mark.gpu
 def test_cuda_int8_units_stay_int8_on_the_device(monkeypatch):
     test_int8_units_stay_int8_on_the_device(monkeypatch, device="cuda")
+
+
+@pytest.mark.gpu
+def test_cuda_chunk_vectors_stay_on_the_device_across_searches(tmp_path, monkeypatch):
+    test_chunk_vectors_stay_on_the_device_across_searches(tmp_path, monkeypatch, device="cuda")
+
+
+@pytest.mark.gpu
+def test_cuda_chunk_vectors_past_the_budget_are_scored_on_the_host(tmp_path, monkeypatch):
+    test_chunk_vectors_past_the_budget_are_scored_on_the_host(tmp_path, monkeypatch, device="cuda")

@@ -38,10 +38,10 @@ from lar.layers.late.arena import TokenArena, in_memory
 from lar.layers.late.hits import late_hits
 from lar.layers.late.query import parse_late_query, token_weights
 from lar.layers.late.order import scan_order
-from lar.layers.late.resident import LateResident, check_device_mb
 from lar.layers.late.scan import DEFAULT_BLOCK_TOKENS, scan_units
 from lar.core.types import Hit
 from lar.layers.kits.device import scan_layer_device
+from lar.layers.kits.resident import ResidentHolder, check_device_mb
 from lar.layers.kits.embedding import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
 from lar.layers.kits.vectors.shared import SharedPassLayer
 
@@ -103,7 +103,7 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
         self._cache_bytes = 0
         self._cache_lock = threading.Lock()
         self._arena = TokenArena()
-        self._resident = LateResident()  # the token arena on the scan device (issue 23)
+        self._resident = ResidentHolder()  # the token arena on the scan device (issue 23)
         self.sharded = None  # lar.layers.late.sharded.LateShards, started by the first search
 
     # -- versions and levers ----------------------------------------------------------------
@@ -365,6 +365,7 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
             res = scan_on_shards(self, q, w, order, budget, opts)
         else:
             arena = self._resident.arena(opts["backend"], opts["device"], self.options["device_mb"])
+            self._resident.prune({h for h, s in done.items() if s == "ok"})  # full: drop the dead
             res = scan_units(q, w, order, self.load, budget.pool, should_stop=budget.expired,
                              resident=arena, **opts)
             if arena is not None:
