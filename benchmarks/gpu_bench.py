@@ -44,17 +44,28 @@ NQ = 32  # query tokens (a MiniLM query of a sentence)
 
 
 class Report:
-    def __init__(self, out: Path, meta: dict):
-        self.out = out
+    def __init__(self, out: Path, name: str, meta: dict):
+        self.json = out / f"{name}.json"
+        self.md = out / f"{name}.md"
         self.doc = {"meta": meta, "steps": []}
         out.mkdir(parents=True, exist_ok=True)
 
     def add(self, name: str, **fields) -> dict:
         row = {"step": name, **fields}
         self.doc["steps"].append(row)
-        (self.out / "gpu-bench.json").write_text(json.dumps(self.doc, indent=1, default=str))
+        self.save()
         print(json.dumps(row, default=str), flush=True)
         return row
+
+    def save(self) -> None:
+        self.json.write_text(json.dumps(self.doc, indent=1, default=str))
+
+    def run(self, name: str, fn, *args) -> None:
+        """One step; a failure (out of memory, a missing package) is recorded, the run goes on."""
+        try:
+            fn(self, *args)
+        except Exception as exc:  # noqa: BLE001 - the report says what failed
+            self.add(name, failed=f"{type(exc).__name__}: {exc}"[:500])
 
 
 def _sync(torch, dev) -> None:
@@ -203,26 +214,30 @@ def big_corpus(rep: Report, torch, dev, n_tokens: int, dim: int, bw: float, unit
     t_fill = time.perf_counter() - t0
     total = n_units * unit_tokens
     st = arena.stats()
-    rep.add("100M corpus fill", where=dev.type, units=n_units, tokens=total, dim=dim, s=t_fill,
+    rep.add("large corpus fill", where=dev.type, units=n_units, tokens=total, dim=dim, s=t_fill,
             resident_bytes=st.resident_bytes, allocated_bytes=st.allocated_bytes)
     order = sorted(units, key=arena.positions().__getitem__)
-    slots = [arena.get(h) for h in order]
-    x = arena.block(slots)  # one view per segment: the whole arena
-    all_starts = np.arange(0, total, chunk, dtype=np.int64)
+    by_segment: dict[int, list] = {}
+    for h in order:
+        slot = arena.get(h)
+        by_segment.setdefault(slot.segment, []).append(slot)
+    views = [arena.block(group) for group in by_segment.values()]  # one view per segment
+    seg_starts = [np.arange(0, int(v.shape[0]), chunk, dtype=np.int64) for v in views]
     sync = lambda: _sync(torch, dev)  # noqa: E731
     bt = 1 << 20 if dev.type == "cuda" else 1 << 16
     for cd in ("float32", "float16"):
-        _, t = timed(lambda: maxsim(q, x, all_starts, w, backend="torch", device=dev,
-                                    block_tokens=bt, compute_dtype=cd), 3, sync)
-        rep.add("100M corpus kernel", where=dev.type, compute_dtype=cd, tokens=total, dim=dim,
+        _, t = timed(lambda: [maxsim(q, v, s0, w, backend="torch", device=dev, block_tokens=bt,
+                                     compute_dtype=cd) for v, s0 in zip(views, seg_starts)],
+                     3, sync)
+        rep.add("large corpus kernel", where=dev.type, compute_dtype=cd, tokens=total, dim=dim,
                 s=t, tokens_per_s=total / t, bytes_per_s=total * dim * 2 / t,
-                of_bandwidth=total * dim * 2 / t / bw)
+                of_bandwidth=total * dim * 2 / t / bw, segments=len(views))
     got, t = timed(lambda: scan_units(q, w, order, units.get, 100, backend="torch", device=dev,
                                       block_tokens=bt, resident=arena), 2, sync)
-    rep.add("100M corpus scan_units", where=dev.type, tokens=total, dim=dim, units=n_units, s=t,
+    rep.add("large corpus scan_units", where=dev.type, tokens=total, dim=dim, units=n_units, s=t,
             tokens_per_s=total / t, bytes_per_s=total * dim * 2 / t,
             of_bandwidth=total * dim * 2 / t / bw, hit_rate=got.hit_rate)
-    del x
+    del views
     arena.clear()
 
 
@@ -283,7 +298,12 @@ def summary(doc: dict) -> str:
     lines += ["| step | where | what | tokens | s | tokens/s | of bandwidth | check |",
               "|---|---|---|---:|---:|---:|---:|---|"]
     for r in doc["steps"]:
-        what = r.get("how") or r.get("compute_dtype") or r.get("skipped") or ""
+        what = (r.get("how") or r.get("compute_dtype") or r.get("skipped") or r.get("failed")
+                or "")
+        if r["step"] == "eng.search" and "docs" in r:
+            what = (f"{r['docs']} docs built {r['build_s']:.0f} s (late {r['coverage'].get('late')}"
+                    f", dense {r['coverage'].get('dense')}); median of {r['reps']}, p90 "
+                    f"{r['p90_s']:.3g} s; late device {r['late_device']}")
         if "dim" in r:
             what = f"{what} d={r['dim']}".strip()
         check = ""
@@ -303,23 +323,37 @@ def summary(doc: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "benchmarks" / "results"),
+                    help="the folder of the report (default $OUT, else benchmarks/results)")
+    ap.add_argument("--name", default=None, help="the report's file name, without suffix "
+                    "(default <date>-gpu-bench, or <date>-gpu-bench-cpu-smoke with --smoke)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, CPU only (seconds)")
-    ap.add_argument("--no-engine", action="store_true")
+    ap.add_argument("--no-engine", action="store_true", help="skip the eng.search step")
     args = ap.parse_args(argv)
     import torch
 
     cuda = torch.cuda.is_available() and not args.smoke
     dev = torch.device("cuda" if cuda else "cpu")
+    threads = torch.get_num_threads()
     if args.smoke:  # a loaded small machine: torch's thread pool spins on contended cores
         torch.set_num_threads(1)
-    meta = {"command": "python benchmarks/gpu_bench.py" + (" --smoke" if args.smoke else ""),
+    try:
+        return _run(args, torch, dev, cuda)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(args, torch, dev, cuda) -> int:
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    name = args.name or f"{day}-gpu-bench" + ("-cpu-smoke" if args.smoke else "")
+    meta = {"command": "python benchmarks/gpu_bench.py" + (" --smoke" if args.smoke else "")
+            + (" --no-engine" if args.no_engine else ""),
             "smoke": args.smoke, "torch": torch.__version__, "device":
             torch.cuda.get_device_name(0) if cuda else "cpu",
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, torch threads "
                        f"{torch.get_num_threads()}",
             "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-    rep = Report(Path(args.out), meta)
+    rep = Report(Path(args.out), name, meta)
     t_start = time.perf_counter()
     host_bw = host_bandwidth((16 if args.smoke else 512) << 20)
     rep.add("bandwidth", where="cpu", bandwidth_GBps=host_bw / 1e9)
@@ -327,20 +361,22 @@ def main(argv=None) -> int:
     if cuda:
         bw = device_bandwidth(torch, dev, 4 << 30)
         rep.add("bandwidth", where="cuda", bandwidth_GBps=bw / 1e9)
-    scifact_sized(rep, torch, dev, 20_000 if args.smoke else 1_200_000,
-                  (128,) if args.smoke else (128, 384), 1 if args.smoke else 2,
-                  bw)
-    big_corpus(rep, torch, dev, 200_000 if args.smoke else (100_000_000 if cuda else 10_000_000),
-               128, bw, 1000 if args.smoke else 10_000)
+    cpu = torch.device("cpu")
+    rep.run("scifact-sized scan", scifact_sized, torch, dev, 20_000 if args.smoke else 1_200_000,
+            (128,) if args.smoke else (128, 384), 1 if args.smoke else 2, bw)
+    if cuda:
+        rep.run("large corpus", big_corpus, torch, dev, 100_000_000, 128, bw, 10_000)
+    rep.run("large corpus", big_corpus, torch, cpu, 200_000 if args.smoke else 10_000_000, 128,
+            host_bw, 1000 if args.smoke else 10_000)
     if not args.no_engine:
         import tempfile
 
         with tempfile.TemporaryDirectory() as tmp:
-            engine_search(rep, Path(tmp), 20 if args.smoke else 300, 20 if args.smoke else 120,
-                          3 if args.smoke else 10)
-    rep.doc["meta"]["total_s"] = time.perf_counter() - t_start
-    (rep.out / "gpu-bench.json").write_text(json.dumps(rep.doc, indent=1, default=str))
-    (rep.out / "gpu-bench.md").write_text(summary(rep.doc))
+            rep.run("eng.search", engine_search, Path(tmp), 20 if args.smoke else 300,
+                    20 if args.smoke else 120, 3 if args.smoke else 10)
+    rep.doc["meta"]["total_s"] = round(time.perf_counter() - t_start, 1)
+    rep.save()
+    rep.md.write_text(summary(rep.doc))
     print(summary(rep.doc))
     return 0
 

@@ -205,51 +205,64 @@ def test_device_mb_option_and_budget():
             check_device_mb("late", bad)
 
 
+ON_CPU = {"late_device": "cpu", "late_device_mb": 64, "dense_device": "cpu", "dense_device_mb": 64}
+
+
 @pytest.mark.slow
-def test_late_layer_keeps_its_tokens_on_the_device(corpus, tmp_path, monkeypatch):
-    """Through the engine: ``late_device="cpu", late_device_mb=64`` scans from a resident arena;
-    searches after the first copy nothing; status reports it; hits equal the host scan's."""
+def test_late_and_dense_keep_their_vectors_on_the_device(corpus, tmp_path, monkeypatch):
+    """Through the engine: ``late_device="cpu", late_device_mb=64`` (and the same for dense)
+    scan from resident arenas; searches after the first copy nothing; status reports it (the
+    object, --json's figures, the text line); hits equal the host scan's."""
     import json
 
     import lar
 
     state = tmp_path / "st"
     query = "how do we combine ranked lists by adding one over constant plus rank"
-    eng = lar.open(corpus, state=state, config={"late_device": "cpu", "late_device_mb": 64})
+    eng = lar.open(corpus, state=state, config=ON_CPU)
     try:
-        eng.build(timebox=300, layers=["late"])
+        eng.build(timebox=300, layers=["late", "dense"])
         counter = Counter(monkeypatch)
-        runs = [eng.search(query, timebox=60, layers=["late"], k=5) for _ in range(3)]
+        runs = {name: [eng.search(query, timebox=60, layers=[name], k=5) for _ in range(3)]
+                for name in ("late", "dense")}
         copies = counter.take()
         st = eng.status()
-        late = st.layer("late")
     finally:
         eng.close()
-    built = late.built_units
-    assert built > 0 and late.resident is not None
-    assert len(copies) == late.resident["units_resident"] <= built  # each unit once, at the first
-    assert late.resident["copies"] == len(copies) and late.resident["hit_rate"] == 0.6667
-    assert late.resident["resident_bytes"] > 0 and late.resident["device"] == "cpu"
-    details = [{r.name: r for r in res.runs}["late"].details["resident"] for res in runs]
-    assert [d["hit_rate"] for d in details] == [0.0, 1.0, 1.0]
-    assert "resident on cpu:" in late.resident_text() and "hit rate 67%" in late.resident_text()
-    plain = lar.open(corpus, state=state, config={"late_device_mb": 0})
-    try:
-        want = plain.search(query, timebox=60, layers=["late"], k=5)
-        assert plain.status().layer("late").resident is None
-    finally:
-        plain.close()
-    got = [(h.path, h.evidence["late"].score) for h in runs[-1].hits]
-    exp = [(h.path, h.evidence["late"].score) for h in want.hits]
-    assert [p for p, _ in got] == [p for p, _ in exp]
-    np.testing.assert_allclose([s for _, s in got], [s for _, s in exp], atol=1e-5)
+    late, dense = st.layer("late"), st.layer("dense")
+    assert late.built_units > 0 and late.resident is not None and dense.resident is not None
+    # each unit once, at the first search: tokens for late, chunk vectors for dense
+    assert len(copies) == late.resident["copies"] + dense.resident["copies"]
+    for layer in (late, dense):
+        r = layer.resident
+        assert 0 < r["units_resident"] <= layer.built_units and r["copies"] == r["units_resident"]
+        assert r["hit_rate"] == 0.6667 and r["resident_bytes"] > 0 and r["device"] == "cpu"
+        assert r["units_over_budget"] == 0
+        assert "resident on cpu:" in layer.resident_text() and "hit rate 67%" in layer.resident_text()
+        details = [{x.name: x for x in res.runs}[layer.name].details["resident"]
+                   for res in runs[layer.name]]
+        assert [d["hit_rate"] for d in details] == [0.0, 1.0, 1.0]
+    assert late.device == "cpu" and dense.device == "cpu"
     doc = json.loads(json.dumps(st.to_dict()))  # status --json: the same figures
-    js = next(l for l in doc["layers"] if l["name"] == "late")["resident"]
+    js = next(x for x in doc["layers"] if x["name"] == "late")["resident"]
     assert js["units_resident"] == late.resident["units_resident"] and js["hit_rate"] == 0.6667
-    assert next(l for l in doc["layers"] if l["name"] == "bm25")["resident"] is None
+    assert next(x for x in doc["layers"] if x["name"] == "bm25")["resident"] is None
     text = str(st).splitlines()
     i = next(i for i, line in enumerate(text) if line.strip().startswith("late "))
     assert text[i + 1].strip() == late.resident_text()
+    plain = lar.open(corpus, state=state, config={"late_device_mb": 0, "dense_device_mb": 0})
+    try:
+        want = {name: plain.search(query, timebox=60, layers=[name], k=5)
+                for name in ("late", "dense")}
+        assert plain.status().layer("late").resident is None
+        assert plain.status().layer("dense").resident is None
+    finally:
+        plain.close()
+    for name in ("late", "dense"):
+        got = [(h.path, h.evidence[name].score) for h in runs[name][-1].hits]
+        exp = [(h.path, h.evidence[name].score) for h in want[name].hits]
+        assert [p for p, _ in got] == [p for p, _ in exp] and got
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in exp], atol=1e-5)
 
 
 def test_a_full_arena_frees_the_slots_of_units_no_longer_built():
