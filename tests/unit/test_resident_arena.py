@@ -192,6 +192,18 @@ def test_a_scan_order_from_the_arena_reads_views():
     assert scan_order(set(units), [], pos, {}, {}) == order  # the layer scans in arena order
 
 
+def test_blocks_from_a_cuda_arena_are_larger():
+    from lar.layers.late.layer import LateLayer
+    from lar.layers.late.scan import DEFAULT_BLOCK_TOKENS, block_tokens_for
+
+    class Cuda:
+        device = type("D", (), {"type": "cuda"})()
+
+    assert LateLayer.defaults["block_tokens"] is None  # auto
+    assert block_tokens_for(None) == block_tokens_for(DeviceArena("cpu", 1)) == DEFAULT_BLOCK_TOKENS
+    assert block_tokens_for(Cuda()) == 1 << 20
+
+
 def test_device_mb_option_and_budget():
     from lar.core.errors import ConfigError
     from lar.layers.kits.resident import check_device_mb, resident_budget

@@ -18,7 +18,8 @@ Query: free text or ``{"text": ..., "weights": {word: w}, "min_score": 0.3}``
 (see ``lar.layers.late.query``). Options (``late_<key>`` in the engine config, or a variant's options):
 ``model`` (default the packaged all-MiniLM-L6-v2; any local checkpoint path), ``kind`` (auto,
 sentence-transformers, colbert, bge-m3), ``device`` (None = CUDA when available, else CPU),
-``pool``, ``pool_method`` (ward, adjacent), ``pca``, ``int8``, ``block_tokens``, ``localise``,
+``pool``, ``pool_method`` (ward, adjacent), ``pca``, ``int8``, ``block_tokens`` (None: 65536, 1 M
+from a CUDA arena), ``device_mb`` (``lar.layers.kits.resident``), ``localise``,
 ``shards`` (0: scan in this process; n: scan n shards on Ray actors, at the engine's
 ``ray_address``, docs/ray.md).
 """
@@ -38,7 +39,7 @@ from lar.layers.late.arena import TokenArena, in_memory
 from lar.layers.late.hits import late_hits
 from lar.layers.late.query import parse_late_query, token_weights
 from lar.layers.late.order import scan_order
-from lar.layers.late.scan import DEFAULT_BLOCK_TOKENS, scan_units
+from lar.layers.late.scan import DEFAULT_BLOCK_TOKENS, block_tokens_for, scan_units
 from lar.core.types import Hit
 from lar.layers.kits.device import scan_layer_device
 from lar.layers.kits.resident import ResidentHolder, check_device_mb
@@ -59,7 +60,7 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
     cost_rank = 80
     early_candidates = True  # the orchestrator hands over the cheap layers' candidates
     defaults = {"model": None, "kind": "auto", "device": None, "pool": 1, "pool_method": "ward",
-                "pca": 0, "int8": False, "block_tokens": DEFAULT_BLOCK_TOKENS, "localise": True,
+                "pca": 0, "int8": False, "block_tokens": None, "localise": True,
                 "max_unit_bytes": DEFAULT_MAX_UNIT_BYTES, "cache_mb": 1024, "shards": 0,
                 "device_mb": None}
 
@@ -69,6 +70,8 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
         for key, low in (("pool", 1), ("pca", 0), ("block_tokens", 1024), ("cache_mb", 0),
                          ("shards", 0)):
             v = o[key]
+            if key == "block_tokens" and v is None:  # auto: lar.layers.late.scan.block_tokens_for
+                continue
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ConfigError(f"layer {cls.name!r}: {key} must be an integer >= {low}, got {v!r}")
         if o["pool_method"] not in ("ward", "adjacent"):
@@ -357,8 +360,8 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
         w = token_weights(lq, qe.token_texts, qe.token_spans, self.name)
         order = self.order(ok, paths, candidates)
         min_score = lq.min_score * float(w.sum()) if lq.min_score else None
-        opts = {"block_tokens": self.options["block_tokens"], "backend": self.backend(),
-                "device": self.options["device"], "min_score": min_score}
+        opts = {"block_tokens": self.options["block_tokens"] or DEFAULT_BLOCK_TOKENS,
+                "backend": self.backend(), "device": self.options["device"], "min_score": min_score}
         if self.options["shards"]:
             from lar.layers.late.sharded import scan_on_shards
 
@@ -366,6 +369,7 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
         else:
             arena = self._resident.arena(opts["backend"], opts["device"], self.options["device_mb"])
             self._resident.prune({h for h, s in done.items() if s == "ok"})  # full: drop the dead
+            opts["block_tokens"] = self.options["block_tokens"] or block_tokens_for(arena)
             res = scan_units(q, w, order, self.load, budget.pool, should_stop=budget.expired,
                              resident=arena, **opts)
             if arena is not None:
