@@ -189,12 +189,13 @@ class Status:
 
     def _repr_html_(self) -> str:
         rows = [[l.name, l.version, ", ".join(sorted(l.roles)), l.origin, l.granularity,
-                 f"{l.coverage:.0%}", l.query_format, l.cost, l.device] for l in self.layers]
+                 f"{l.coverage:.0%}", l.query_format, l.cost, l.device, l.resident_text()]
+                for l in self.layers]
         skipped = "".join(f"<li>{html.escape(p)}: {html.escape(r)}</li>" for p, r, _ in self.skipped[:20])
         return (f"<div><b>lar</b> {html.escape(self.root)}: {self.units} units "
                 f"({self.distinct_hashes} distinct), {len(self.skipped)} skipped"
                 + text_table(["layer", "version", "roles", "origin", "granularity", "coverage",
-                          "query format", "cost", "device"], rows)
+                          "query format", "cost", "device", "resident"], rows)
                 + (f"<details><summary>skipped</summary><ul>{skipped}</ul></details>" if skipped else "")
                 + "</div>")
 

@@ -262,6 +262,9 @@ def test_late_and_dense_keep_their_vectors_on_the_device(corpus, tmp_path, monke
     text = str(st).splitlines()
     i = next(i for i, line in enumerate(text) if line.strip().startswith("late "))
     assert text[i + 1].strip() == late.resident_text()
+    from lar_magics.render import coverage_html
+
+    assert late.resident_text() in coverage_html(st) and late.resident_text() in st._repr_html_()
     plain = lar.open(corpus, state=state, config={"late_device_mb": 0, "dense_device_mb": 0})
     try:
         want = {name: plain.search(query, timebox=60, layers=[name], k=5)
