@@ -239,8 +239,20 @@ def test_late_and_dense_keep_their_vectors_on_the_device(corpus, tmp_path, monke
                 for name in ("late", "dense")}
         copies = counter.take()
         st = eng.status()
+        # one more file: its unit is built, and the next searches copy that unit alone
+        (corpus / "extra_note.txt").write_text("Reciprocal rank fusion adds one over a constant "
+                                               "plus the rank of each list.\n")
+        eng.build(timebox=300, layers=["late", "dense"])
+        last = {name: eng.search(query, timebox=60, layers=[name], k=5) for name in ("late", "dense")}
+        one_more = counter.take()
+        after = eng.status()
     finally:
         eng.close()
+    assert len(one_more) == 2  # one copy of the new unit's tokens (late), one of its vectors
+    for name in ("late", "dense"):
+        r = after.layer(name).resident
+        assert r["units_resident"] == st.layer(name).resident["units_resident"] + 1
+        assert r["copies"] == st.layer(name).resident["copies"] + 1
     late, dense = st.layer("late"), st.layer("dense")
     assert late.built_units > 0 and late.resident is not None and dense.resident is not None
     # each unit once, at the first search: tokens for late, chunk vectors for dense
@@ -274,7 +286,7 @@ def test_late_and_dense_keep_their_vectors_on_the_device(corpus, tmp_path, monke
     finally:
         plain.close()
     for name in ("late", "dense"):
-        got = [(h.path, h.evidence[name].score) for h in runs[name][-1].hits]
+        got = [(h.path, h.evidence[name].score) for h in last[name].hits]
         exp = [(h.path, h.evidence[name].score) for h in want[name].hits]
         assert [p for p, _ in got] == [p for p, _ in exp] and got
         np.testing.assert_allclose([s for _, s in got], [s for _, s in exp], atol=1e-5)
