@@ -102,6 +102,13 @@ class Manifest:
         self._states_cache = (key, out)
         return out
 
+    def stamp(self, version: str) -> tuple:
+        """A value that moves whenever the rows of ``version`` may have changed (a local write,
+        another connection's or process's commit, a reset): equal stamps, equal ``states``.
+        Comparable only with stamps taken on the same thread (its connection)."""
+        conn = self._conn()
+        return (version, self._gen, conn.execute("PRAGMA data_version").fetchone()[0], id(conn))
+
     def entry(self, h: str) -> dict[str, Any] | None:
         row = self._conn().execute(
             "SELECT version, state, reason, info FROM units WHERE hash=?", (h,)).fetchone()
@@ -229,6 +236,11 @@ class BuildingLayer(BaseLayer):
     def has_built(self) -> bool:
         """Cheap: has anything been built with the current version?"""
         return self.recovering(lambda: self.manifest.has_any(self.build_version))
+
+    def build_stamp(self) -> tuple:
+        """Cheap: equal stamps (on one thread) mean equal ``built()``, hence, for the same units,
+        the same ``pending`` (what spare time checks before looking for work, lar.engine.spare)."""
+        return self.recovering(lambda: (id(self.manifest), self.manifest.stamp(self.build_version)))
 
     def pending(self, units: Sequence[Unit]) -> list[Unit]:
         done = self.built()

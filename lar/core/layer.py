@@ -218,6 +218,11 @@ class BaseLayer:
         """Of ``units``, those the layer has still to build (always-current layers: none)."""
         return []
 
+    def build_stamp(self) -> Any:
+        """A cheap value that, while it stays equal (read on one thread), keeps ``pending`` of
+        the same units equal; None (the default): unknown, so callers look at ``pending``."""
+        return None
+
     @property
     def build_version(self) -> str:
         """The version of what the layer builds (the scheduler's cursors are per version)."""

@@ -24,6 +24,10 @@ DEFAULT_TIMEBOX = 0.5
 DEFAULT_K = 20
 DEFAULT_RRF_C = 60.0
 MAX_K = 100_000
+#: the longest query, in characters of text over the whole query (a mapping's values summed): a
+#: query is a phrase, a pattern or a passage, and the OS refuses a longer argument to ripgrep
+#: (one argument is at most 128 KiB on Linux), so a longer one is refused here with a clear error
+MAX_QUERY_CHARS = 32_768
 
 
 def pool_size(k: int, emphasis: str) -> int:
@@ -31,6 +35,18 @@ def pool_size(k: int, emphasis: str) -> int:
     if emphasis not in EMPHASIS_POOL:
         raise ConfigError(f"emphasis must be one of {sorted(EMPHASIS_POOL)}, got {emphasis!r}")
     return max(MIN_POOL, k * EMPHASIS_POOL[emphasis])
+
+
+def query_chars(query: Any) -> int:
+    """The characters of text in ``query``: a string's length, or the sum over a mapping's or a
+    list's strings (keys included), however deeply nested."""
+    if isinstance(query, str):
+        return len(query)
+    if isinstance(query, Mapping):
+        return sum(query_chars(k) + query_chars(v) for k, v in query.items())
+    if isinstance(query, (list, tuple)):
+        return sum(query_chars(v) for v in query)
+    return 0
 
 
 def _names(value: Any, what: str) -> tuple[str, ...] | None:
@@ -93,6 +109,10 @@ class SearchRequest:
             object.__setattr__(self, "query", MappingProxyType(dict(q)))
         else:
             raise ConfigError(f"a query is a string or a mapping {{layer: query}}, got {type(q).__name__}")
+        size = query_chars(q)
+        if size > MAX_QUERY_CHARS:
+            raise ConfigError(f"the query is {size:,} characters long; the limit is {MAX_QUERY_CHARS:,} "
+                              "(search for a shorter phrase, pattern or passage)")
         object.__setattr__(self, "timebox", parse_duration(self.timebox))
         _positive_int(self.k, "k")
         if self.tokens is not None:

@@ -1,23 +1,29 @@
 """The exact scan over shards held by Ray actors, with the anytime contract kept across them.
 
 Each of ``n`` actors holds one shard: the units whose hash maps to it (:func:`shards.shard_of`),
-loaded from their sidecars by a *source* it was given (an object with ``load(hash)`` returning
-the unit's encoding and ``retain(hashes)`` forgetting the others; the late layer's is
-``lar.layers.late.shard_source.SidecarSource``), into its own memory. A search sends the query
-vectors and each shard's part of the layer's priority order to every actor at once; each scans
-its part with the layer's own scan function (given at construction, e.g.
-``lar.layers.late.scan.scan_units``) until the shared deadline and returns its best ``k`` with
-what it scanned. :meth:`ShardedScan.scan` waits for the answers until the deadline and returns
+loaded by a *source* it was given into its own memory. A source has ``load(hash)`` returning
+``(unit, read_now)``, optionally ``load_many(hashes)`` returning ``({hash: unit}, read_now,
+[(hash, why)])`` for sources that read in bulk, and ``retain(hashes)`` forgetting the others:
+the late layer's is ``lar.layers.late.shard_source.SidecarSource`` (token matrices from the
+sidecars), the dense and static layers' ``lar.layers.kits.vectors.chunkshard.StoreSource``
+(chunk vectors from the vector store). A search sends the query and each shard's part of the
+layer's priority order to every actor at once; each scans its part with the layer's own scan
+function (given at construction: ``lar.layers.late.scan.scan_units``,
+``lar.layers.kits.vectors.chunkshard.scan_chunk_units``), which reads units through a
+:class:`ShardLoader`, until the shared deadline and returns its best ``k`` with what it scanned
+(a result with ``scanned`` and ``aborted``). :meth:`ShardedScan.scan` waits for the answers until the deadline and returns
 the answered shards' results and a :class:`ShardRun` naming the late and the failed ones.
 
 The deadline travels as wall-clock time (``time.time()``), so a shard that starts late (still
 busy with the previous query) still stops at the caller's deadline; across machines it assumes
 their clocks agree to a few milliseconds (NTP). A dead actor is restarted by Ray (``max_restarts``)
 with an empty shard; the search it died in counts its units as not covered, and the next search
-it answers reloads them from the sidecars (reported as ``restarted`` and ``loaded``).
+it answers reloads them from storage, the sidecars or the vector store (reported as
+``restarted`` and ``loaded``).
 """
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any, Callable, Sequence
 
@@ -25,10 +31,39 @@ from lar.core.errors import ConfigError
 from lar.distributed.cluster import connect
 from lar.distributed.shards import ShardRun, split
 
-__all__ = ["ShardActor", "ShardedScan"]
+__all__ = ["ShardActor", "ShardLoader", "ShardedScan"]
 
 #: how much sooner than the caller's deadline the shards stop, for their answers to travel back
 RETURN_MARGIN_S = 0.02
+
+
+class ShardLoader:
+    """What a shard's scan function reads its units through: ``loader(h)`` one unit,
+    ``loader.many(hashes)`` several at once (``({hash: unit}, [(hash, why)])``); counts the
+    units this incarnation read from storage (``loaded``)."""
+
+    def __init__(self, source: Any):
+        self.source = source
+        self.loaded = 0
+
+    def __call__(self, h: str):
+        unit, fresh = self.source.load(h)
+        self.loaded += int(fresh)
+        return unit
+
+    def many(self, hashes: Sequence[str]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        bulk = getattr(self.source, "load_many", None)
+        if bulk is not None:
+            got, fresh, bad = bulk(hashes)
+            self.loaded += int(fresh)
+            return got, bad
+        got, bad = {}, []
+        for h in hashes:
+            try:
+                got[h] = self(h)
+            except (LookupError, OSError) as exc:
+                bad.append((h, str(exc)))
+        return got, bad
 
 
 class ShardActor:
@@ -38,12 +73,12 @@ class ShardActor:
         self.shard = shard
         self.source = source
         self.scan_fn = scan
-        self.loaded = 0  # units read from sidecars by this incarnation
+        self.loader = ShardLoader(source)  # counts the units read by this incarnation
         self.restarted = False
-        try:
-            import ray
-
-            self.restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
+        ray = sys.modules.get("ray")  # imported in every actor; asked only there (asking with
+        try:  # no cluster joined would start one)
+            if ray is not None and ray.is_initialized():
+                self.restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
         except Exception:  # not inside a Ray actor
             pass
 
@@ -55,10 +90,12 @@ class ShardActor:
 
         return os.getpid()
 
+    @property
+    def loaded(self) -> int:
+        return self.loader.loaded
+
     def load(self, h: str):
-        enc, fresh = self.source.load(h)
-        self.loaded += int(fresh)
-        return enc
+        return self.loader(h)
 
     def scan(self, q, weights, hashes: Sequence[str], k: int, deadline: float,
              options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -66,7 +103,7 @@ class ShardActor:
         and this shard's figures."""
         t0 = time.time()
         self.source.retain(hashes)
-        res = self.scan_fn(q, weights, list(hashes), self.load, k,
+        res = self.scan_fn(q, weights, list(hashes), self.loader, k,
                            should_stop=lambda: time.time() >= deadline, **options)
         stats = {"shard": self.shard, "units": len(hashes), "scanned": len(res.scanned),
                  "seconds": round(time.time() - t0, 4), "loaded": self.loaded,
@@ -76,7 +113,9 @@ class ShardActor:
 
 class ShardedScan:
     """``n`` shard actors on the Ray cluster at ``address`` (None: the running one, or a local
-    one). ``source`` and ``scan`` must pickle (module-level classes and functions)."""
+    one). ``source`` and ``scan`` must pickle (module-level classes and functions). The query
+    ``q`` and ``weights`` travel to the shards as they are (the late layer's query token
+    vectors and weights; the chunk-vector layers' unit query vector and None)."""
 
     def __init__(self, n: int, source: Any, scan: Callable[..., Any], *, address: str | None = None,
                  max_restarts: int = 4, actor_options: dict[str, Any] | None = None):

@@ -3,15 +3,17 @@
 A unit's shard is a function of its content hash only (``shard_of``), so every search, every
 restart and every process agrees on it without a shared table, and a unit keeps its shard when
 others come and go. The merge is exact: each shard returns its best ``k`` chunks, so the best
-``k`` over all shards are among them.
+``k`` over all shards are among them. What a layer's search reports about its shards
+(:func:`report_run`) and how the engine stops a layer's actors (:func:`close_layer_shards`) are
+the same for every sharded layer (``late``, ``dense``, ``static``).
 """
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
-__all__ = ["shard_of", "split", "merge_top", "ShardRun"]
+__all__ = ["shard_of", "split", "merge_top", "ShardRun", "report_run", "close_layer_shards"]
 
 
 def shard_of(h: str, n: int) -> int:
@@ -57,3 +59,30 @@ class ShardRun:
                 "failed": [list(f) for f in self.failed], "units": self.units,
                 "scanned": self.scanned, "coverage": round(self.coverage, 4),
                 "per_shard": list(self.per_shard)}
+
+
+def report_run(budget: Any, run: ShardRun) -> None:
+    """The run on a layer's search budget: detail ``shards``, and a warning naming the shards
+    whose hits are missing (their units count as not covered)."""
+    budget.detail("shards", run.to_dict())
+    if run.late or run.failed:
+        budget.warn(f"shards not in at the deadline: late {list(run.late)}, failed "
+                    f"{[i for i, _ in run.failed]}; their units are not covered")
+
+
+def close_layer_shards(layers: Iterable[Any]) -> list[str]:
+    """Stop the shard actors every layer started (its ``sharded``: an object with ``close()``;
+    the layer's next search starts them again). Returns the names of the layers stopped; a
+    layer whose actors are already gone (its cluster shut down) is stopped all the same."""
+    stopped = []
+    for layer in layers:
+        sharded = getattr(layer, "sharded", None)
+        if sharded is None:
+            continue
+        layer.sharded = None
+        try:
+            sharded.close()
+        except Exception:  # noqa: BLE001 - the cluster may be gone; nothing left to stop
+            pass
+        stopped.append(getattr(layer, "name", "?"))
+    return stopped

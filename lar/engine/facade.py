@@ -43,6 +43,7 @@ from lar.store.scanner import DEFAULT_MAX_BYTES, Scanner
 from lar.store.watch import FolderWatch
 from lar.core.timebox import DeadlineReserve, parse_duration
 from lar.core.types import Hit
+from lar.distributed.shards import close_layer_shards
 
 class Engine(Recording):
     def __init__(
@@ -164,6 +165,7 @@ class Engine(Recording):
         self.builder.stop_background()
         self.spare.close()
         self._bg.shutdown(wait=True)
+        close_layer_shards(self.layers.values())  # the sharded layers' Ray actors (docs/ray.md)
         if self._loop is not None:
             self._loop.close()
             self._loop = None
@@ -295,20 +297,22 @@ class Engine(Recording):
             self._active += 1
             self.idle.clear()
         try:
+            reserve = self.post_reserve.reserve(tb)
             out = await orchestrate(request, chosen, view, timebox=tb - (time.monotonic() - t_call),
                                     settings=settings, skipped=skipped, prepare=prepare,
-                                    reserve=self.post_reserve.reserve(tb))
-            fused_at = time.monotonic()
+                                    reserve=reserve)
             self.builder.note_request(out.candidates)
-            if self.spare_build:
-                await self.spare.run(chosen, t_call + tb * (1.0 - SPARE_RESERVE))
+            spare_s = 0.0
+            if self.spare_build:  # until the slice kept for the work on the hits that follows
+                spare_from = time.monotonic()
+                await self.spare.run(chosen, t_call + tb - max(tb * SPARE_RESERVE, reserve))
+                spare_s = time.monotonic() - spare_from
         finally:
             with self._active_lock:
                 self._active -= 1
                 if self._active == 0:
                     self.idle.set()
         runs = coverage_reasons(out.runs, self.layers, view, background=self.builder.running)
-        enrich_from = time.monotonic()
         fused, stale = currency.current_hits(out.hits, self.index)
         runs = currency.note_runs(runs, currency.run_notes(
             stale, self.state_watch.take_notice(), [n for n, l in chosen if not l.always_current]))
@@ -318,8 +322,8 @@ class Engine(Recording):
         hits = [h if h.rank == i else replace(h, rank=i) for i, h in enumerate(hits, 1)]
         now = time.monotonic()
         elapsed = now - t_call
-        if out.layers_done is not None:  # fusion after the layers, then enrichment (not the spare build)
-            self.post_reserve.observe((fused_at - out.layers_done) + (now - enrich_from))
+        if out.layers_done is not None:  # all the work after the layers but the spare build
+            self.post_reserve.observe(now - out.layers_done - spare_s)
         if hits:
             self._bg.submit(self.enricher.after_search, [h.hash for h in hits])
         query = dict(request.query) if isinstance(request.query, Mapping) else request.query

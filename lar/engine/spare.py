@@ -5,6 +5,11 @@ for enrichment, ``SPARE_RESERVE``) building the units that matter for its query
 (``Builder.spare``: the cheap layers' candidates first). The search returns at its deadline even
 if a unit is still being built: that unit finishes in the builder's thread and the next call
 reuses it.
+
+With nothing to build the check is O(1): a layer whose whole live scope was found built is
+remembered with its stamp (the file index's sequence number and the layer's ``build_stamp``),
+and while every chosen layer's stamp is unchanged a search goes straight on, with no thread hop
+and no pass over the units (:class:`IdleLayers`).
 """
 from __future__ import annotations
 
@@ -24,6 +29,45 @@ SPARE_RESERVE = 0.1
 SPARE_MIN_S = 0.01
 
 
+class IdleLayers:
+    """The building layers known to have nothing to build in spare time, each with the stamp it
+    was seen idle at: ``(builder, file index sequence, layer.build_stamp(), model loaded)``.
+    The stamps are read on the search's thread (a layer's stamp is comparable on one thread)."""
+
+    def __init__(self):
+        self._idle: dict[tuple[int, str], Any] = {}
+
+    @staticmethod
+    def stamps(builder: Any, names: Sequence[str]) -> dict[str, Any]:
+        """Each named layer's stamp now (None: the layer has none, it is always looked at)."""
+        layers = dict(builder.layers(names))
+        seq = builder.ctx.index.max_seq()
+        out: dict[str, Any] = {}
+        for n in names:
+            layer = layers.get(n)
+            stamp = layer.build_stamp() if layer is not None else None
+            out[n] = None if stamp is None else (id(builder), seq, stamp, builder.loaded(n, layer))
+        return out
+
+    def all_idle(self, stamps: Mapping[str, Any]) -> bool:
+        me = threading.get_ident()
+        return all(s is not None and self._idle.get((me, n)) == s for n, s in stamps.items())
+
+    def note(self, stamps: Mapping[str, Any], idle: Sequence[str]) -> None:
+        me = threading.get_ident()
+        for n in idle:
+            if stamps.get(n) is not None:
+                self._idle[(me, n)] = stamps[n]
+
+
+def idle_layers(builder: Any, names: Sequence[str]) -> list[str]:
+    """Of ``names``, the layers spare time has nothing to build for: every live unit built, or a
+    model layer whose model is not loaded yet (spare time never loads one, ``Builder.loaded``)."""
+    units = builder.ctx.scope_view(None).units()
+    return [n for n, layer in builder.layers(names)
+            if not builder.loaded(n, layer) or not layer.pending(units)]
+
+
 class SpareBuild:
     """One worker thread that builds for searches (``builder().spare(names, deadline, cancel)``;
     ``builder`` gives the engine's current builder, which a new state folder replaces)."""
@@ -32,21 +76,48 @@ class SpareBuild:
         self._builder = builder
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1,
                                                            thread_name_prefix="lar-spare")
+        self.idle = IdleLayers()
+        self._looked: dict[tuple[int, str], Any] = {}  # the stamp each layer was last looked at
 
     async def run(self, chosen: Sequence[tuple[str, BaseLayer]], deadline: float) -> None:
         """Build the chosen building layers' units for this search until ``deadline``."""
         names = [n for n, l in chosen if not l.always_current]
         if not names or deadline - time.monotonic() < SPARE_MIN_S:
             return
+        builder = self._builder()
+        try:
+            stamps = self.idle.stamps(builder, names)
+        except Exception:  # a stamp is an optimisation: look at the units as before
+            stamps = dict.fromkeys(names)
+        if self.idle.all_idle(stamps):
+            return
+        # look for idle layers (a pass over the units) once per stamp, not on every search
+        me = threading.get_ident()
+        look = [n for n, s in stamps.items() if s is not None and self._looked.get((me, n)) != s]
         cancel = threading.Event()
         job = asyncio.get_running_loop().run_in_executor(
-            self._pool, self._builder().spare, names, deadline, cancel)
+            self._pool, self._work, builder, names, look, deadline, cancel)
         try:
-            await asyncio.wait_for(asyncio.shield(job), timeout=max(0.0, deadline - time.monotonic()))
+            idle = await asyncio.wait_for(asyncio.shield(job),
+                                          timeout=max(0.0, deadline - time.monotonic()))
         except asyncio.TimeoutError:
             cancel.set()
         except Exception:  # building is a courtesy of spare time; never fail a search on it
             cancel.set()
+        else:
+            for n in look:
+                self._looked[(me, n)] = stamps[n]
+            self.idle.note(stamps, idle)
+
+    @staticmethod
+    def _work(builder: Any, names: Sequence[str], look: Sequence[str], deadline: float,
+              cancel: threading.Event) -> list[str]:
+        """The spare build; then, when it built nothing and was not stopped, which of ``look``
+        have nothing to build."""
+        built = builder.spare(names, deadline, cancel)
+        if built or not look or cancel.is_set() or builder.cancel_spare.is_set():
+            return []
+        return idle_layers(builder, look)
 
     def close(self) -> None:
         self._builder().cancel_spare.set()

@@ -19,10 +19,11 @@ from typing import Any, Mapping
 from lar.fusion.model import load_model
 from lar.fusion.partial import guarded_scores
 from lar.fusion.probe import probe_runs
-from lar.fusion.rrf import DEFAULT_C, rrf
+from lar.fusion.rrf import DEFAULT_C, rrf_table
 from lar.fusion.scales import route_values
 from lar.fusion.table import Key, Runs, by_score, check_k, collect
 from lar.fusion.units import by_unit, unit_scores
+from lar.fusion.weight_bounds import can_weigh
 
 # how many leading keys of each finished route a cut-short route is checked against
 PARTIAL_DEPTH = 10
@@ -77,7 +78,8 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     finished = [r for r in table.routes if r not in partial and dedup[r]]
     if guard_slots and cut and finished:
         return guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, units)
-    if units is not None:  # falls back to places when no route's unit list carries signal
+    # falls back to places when no route's unit list carries signal (none can: no weighing)
+    if units is not None and can_weigh(model, list(dedup)):
         lists = {r: by_unit(items, units) for r, items in dedup.items()}
         probes, fits, weights, live = weigh(lists, model, partial, backgrounds)
         if live:
@@ -85,7 +87,7 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
             return by_score(table, scores, k), probes, weights, fits
     probes, fits, weights, live = weigh(dedup, model, partial, backgrounds)
     if not live:
-        return rrf(runs, k, c), probes, weights, fits
+        return rrf_table(table, k, c), probes, weights, fits
     scores = {key: math.fsum(w * vals.get(key, floor) for _, w, vals, floor in live) for key in table.cands}
     return by_score(table, scores, k), probes, weights, fits
 

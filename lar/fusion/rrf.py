@@ -26,8 +26,12 @@ def rrf(runs: Runs, k: int | None = None, c: float = DEFAULT_C) -> list[FusedIte
     """Reciprocal rank fusion: ``score(key) = sum over routes that found it of 1 / (c + rank)``."""
     k = check_k(k)
     c = check_c(c)
-    table = collect(runs)
-    return by_score(table, rrf_scores(table, c), k)
+    return rrf_table(collect(runs), k, c)
 
 
-__all__ = ["DEFAULT_C", "check_c", "rrf", "rrf_scores"]
+def rrf_table(table: CandidateTable, k: int | None = None, c: float = DEFAULT_C) -> list[FusedItem]:
+    """:func:`rrf` of runs already collected into ``table``."""
+    return by_score(table, rrf_scores(table, check_c(c)), check_k(k))
+
+
+__all__ = ["DEFAULT_C", "check_c", "rrf", "rrf_scores", "rrf_table"]

@@ -14,6 +14,11 @@ Every hit's evidence carries its ``cosine`` and its ``hubness`` (:mod:`lar.layer
 mean cosine of the chunk to its nearest chunks in a sample of the index); option ``hubness``
 (weight ``w``, default 0) ranks by ``cosine - w * hubness`` instead, over three times as many
 candidates, so chunks that are near everything are discounted.
+
+Option ``shards`` (``dense_shards``, ``static_shards``; default 0: scan in this process): the
+units split into that many shards held by Ray actors at the engine's ``ray_address``, each
+scanning its part until the deadline, merged exactly (:mod:`lar.layers.kits.vectors.sharded`,
+docs/ray.md).
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ from lar.core.sqlite_repair import set_aside_folder
 from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
 from lar.core.types import Hit, Span
 from lar.layers.kits.vectors.hubness import DEFAULT_K, DEFAULT_SIZE, ReferenceCache, result_hubness
-from lar.layers.kits.device import layer_device, torch_device
+from lar.layers.kits.device import layer_device, scan_device, torch_device
 from lar.layers.kits.embedding import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
 from lar.layers.kits.resident import ResidentHolder, check_device_mb, resident_device, torch_installed
 from lar.layers.kits.vectors.shared import SharedPassLayer
@@ -50,7 +55,8 @@ class ChunkVectorLayer(EmbeddingLayer):
 
     defaults = {"model": None, "device": None, "max_unit_bytes": DEFAULT_MAX_UNIT_BYTES,
                 "hubness": 0.0, "hubness_k": DEFAULT_K, "hubness_sample": DEFAULT_SIZE,
-                "device_mb": None}
+                "shards": 0,  # n > 0: scan n shards on Ray actors (kits.vectors.sharded)
+                "device_mb": None}  # the chunk vectors on the scan device (kits.resident)
     score_kind = "cosine"
 
     @classmethod
@@ -60,10 +66,10 @@ class ChunkVectorLayer(EmbeddingLayer):
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0.0 <= w <= 4.0:
             raise ConfigError(f"layer {cls.name!r}: hubness (the weight of the hubness discount) "
                               f"must be a number in [0, 4]; got {w!r}")
-        for key in ("hubness_k", "hubness_sample"):
-            v = opts.get(key, 1)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"layer {cls.name!r}: {key} must be a positive integer; got {v!r}")
+        for key, low in (("hubness_k", 1), ("hubness_sample", 1), ("shards", 0)):
+            v = opts.get(key, low)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ConfigError(f"layer {cls.name!r}: {key} must be an integer >= {low}; got {v!r}")
         check_device_mb(cls.name, opts.get("device_mb"))
 
     def __init__(self, ctx: LayerContext):
@@ -73,6 +79,7 @@ class ChunkVectorLayer(EmbeddingLayer):
         self._lock = threading.RLock()  # store -> dim -> encoder re-enter it
         self._hub_ref = ReferenceCache(int(self.options["hubness_sample"]))
         self._resident = ResidentHolder()  # the chunk vectors on the scan device (issue 23)
+        self.sharded = None  # lar.layers.kits.vectors.sharded.ChunkShards, started by a search
         self._resolve()
 
     def _resolve(self) -> None:  # sets self._model_id or self._problem
@@ -99,8 +106,10 @@ class ChunkVectorLayer(EmbeddingLayer):
                 self.options["device_mb"])
 
     def compute_device(self) -> str:
+        scan = (scan_device("torch", self.options["device"], self.options["shards"])
+                if self.options["shards"] else resident_device(*self._scan_plan()) or "cpu")
         return layer_device(encoder=torch_device(self.options.get("device"), default_cpu=True),
-                            scan=resident_device(*self._scan_plan()) or "cpu")
+                            scan=scan)
 
     def resident_status(self):
         return self._resident.status()
@@ -170,10 +179,15 @@ class ChunkVectorLayer(EmbeddingLayer):
             return []
         q = self.encode_query(text)
         weight = float(self.options["hubness"])
-        arena = self._resident.arena(*self._scan_plan())
-        self._resident.prune({h for h, st in done.items() if st == "ok"})
-        found = self.store.search(q, ok, budget.pool * (3 if weight > 0 else 1),
-                                  should_stop=budget.expired, arena=arena)
+        k = budget.pool * (3 if weight > 0 else 1)
+        if self.options["shards"]:
+            from lar.layers.kits.vectors.sharded import search_on_shards
+
+            found = search_on_shards(self, q, ok, k, budget)
+        else:
+            arena = self._resident.arena(*self._scan_plan())
+            self._resident.prune({h for h, st in done.items() if st == "ok"})
+            found = self.store.search(q, ok, k, should_stop=budget.expired, arena=arena)
         if found.resident is not None:
             budget.detail("resident", found.resident)
         results, fraction = found.hits, found.fraction

@@ -71,8 +71,10 @@ def token_counter() -> tuple[Callable[[str], int], str]:
                 _tok["fn"], _tok["name"] = (lambda s: math.ceil(len(s) / 4)), "chars/4"
             else:
                 # encode_batch releases the GIL while it tokenises: a search running meanwhile
-                # in another thread is not held up
-                _tok["fn"] = lambda s: len(tok.encode_batch([s], add_special_tokens=False)[0].ids)
+                # in another thread is not held up; encode_batch_fast (tokenizers >= 0.20) gives
+                # the same ids without computing offsets, at about half the CPU (issue 26)
+                encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
+                _tok["fn"] = lambda s: len(encode([s], add_special_tokens=False)[0].ids)
                 _tok["name"] = "all-MiniLM-L6-v2"
         return _tok["fn"], _tok["name"]
 

@@ -23,6 +23,18 @@ def test_count_tokens_uses_the_packaged_minilm_tokenizer():
         count_tokens(b"bytes")
 
 
+def test_count_tokens_counts_what_the_full_encoding_counts():
+    """The counter skips offsets (``encode_batch_fast``); the ids are those of ``encode``."""
+    from lar.record.calllog import _load_tokenizer
+
+    tok = _load_tokenizer()
+    texts = ["hello world", "parse_deadline(x)\n\tif x:", "Ünïcödé naïve café — 東京 🙂",
+             '{"hits": [{"id": "ab12:0-10", "text": "a\\nb \\"q\\""}]}' * 50,
+             "x" * 300 + " y", " ".join(f"w{i}" for i in range(2000))]
+    for t in texts:
+        assert count_tokens(t) == len(tok.encode(t, add_special_tokens=False).ids) > 0
+
+
 def test_count_tokens_falls_back_to_four_characters(monkeypatch):
     monkeypatch.setattr(calllog, "_tok", {})
     monkeypatch.setattr(calllog, "_load_tokenizer", lambda: None)

@@ -14,7 +14,9 @@ from lar.fusion import pipeline
 from lar.fusion.adaptive import adaptive_fusion
 from lar.fusion.emit import fused_hit
 from lar.fusion.grouping import group_hits, merged_hit, runs_for_fusion
-from lar.fusion.probe import with_probe
+from lar.fusion.model import FusionModel, RouteWeights
+from lar.fusion.probe import EVIDENCE_CAP, RouteProbe, with_probe
+from lar.fusion.weight_bounds import can_weigh
 
 H1, H2 = "a" * 16, "b" * 16
 
@@ -84,6 +86,53 @@ def test_fused_hit_equals_merge_then_probe_then_score():
         assert fused_hit(g, it.ranks, fits, it.score, i) == chain
 
 
+def _grid_models():
+    vals = (-0.5, -0.1, 0.0, 0.1, 0.5)
+    for base in vals:
+        for signal in vals:
+            for agree in vals:
+                yield FusionModel({"bm25": RouteWeights(base, signal, agree)}, RouteWeights(0.0, 0.0, 0.0))
+
+
+@pytest.mark.parametrize("routes", [["bm25"], ["bm25", "grep"]])
+def test_can_weigh_is_the_exact_bound_of_the_weights(routes):
+    """False exactly when no probe (top evidence 0..cap, agreement 0..1, none with one route)
+    gives any route a weight above 0."""
+    grid = [i / 4 for i in range(5)]
+    for model in _grid_models():
+        agreements = grid if len(routes) > 1 else [0.0]
+        best = max(model.weights_for(r).weight(RouteProbe(r, 50, True, "", t * EVIDENCE_CAP, 0.0, 1.0, a))
+                   for r in routes for t in grid for a in agreements)
+        assert can_weigh(model, routes) == (best > 0), model.routes
+
+
+def _pool(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    scores = np.sort(rng.gamma(2.0, 2.0, n))[::-1]
+    scores[:3] += 6.0  # a few hits that stand out
+    hs = [f"{i % 23:016x}" for i in range(n)]
+    return [(f"{h}:{10 * i}-{10 * i + 5}", float(s)) for i, (h, s) in enumerate(zip(hs, scores))], \
+        {f"{h}:{10 * i}-{10 * i + 5}": h for i, h in enumerate(hs)}
+
+
+@pytest.mark.parametrize("model", [None, FusionModel(name="equal"),
+                                   FusionModel({"bm25": RouteWeights(0.0, -0.1, 0.3)}, RouteWeights(0.1))])
+@pytest.mark.parametrize("two", [False, True])
+def test_adaptive_fusion_skipping_a_weighing_that_cannot_weigh_equals_the_general_path(monkeypatch, model, two):
+    runs, units = _pool()
+    if two:
+        other, more = _pool(40, seed=1)
+        runs = {"bm25": runs, "grep": other}
+        units = {**units, **more}
+    else:
+        runs = {"bm25": runs}
+    fast = adaptive_fusion(runs, k=30, model=model, units=units)
+    monkeypatch.setattr("lar.fusion.adaptive.can_weigh", lambda model, routes: True)
+    slow = adaptive_fusion(runs, k=30, model=model, units=units)
+    assert fast[0] == slow[0] and fast[1] == slow[1] and fast[2] == slow[2] and fast[3] == slow[3]
+    assert [it.score for it in fast[0]] == [it.score for it in slow[0]]
+
+
 @pytest.fixture()
 def corpus(tmp_path):
     root = tmp_path / "root"
@@ -100,6 +149,7 @@ def _general(monkeypatch):
     monkeypatch.setattr(pipeline, "fused_hit", lambda g, ranks, fits, score, rank: replace(
         with_probe(merged_hit(g, dict(ranks)), fits), score=float(score), rank=rank))
     monkeypatch.setattr("lar.layers.bm25.layer_hit", Hit.single)
+    monkeypatch.setattr("lar.fusion.adaptive.can_weigh", lambda model, routes: True)
 
 
 @pytest.mark.parametrize("fusion", [None, "rrf", "combsum"])

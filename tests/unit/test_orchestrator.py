@@ -322,3 +322,26 @@ def test_layers_run_to_the_deadline_minus_the_post_layer_reserve(corpus, tmp_pat
             assert len(eng.post_reserve) == 2
     finally:
         unregister_layer(DeadlineSpy.name)
+
+
+def test_the_reserve_measures_all_the_work_after_the_layers_but_the_spare_build(corpus, tmp_path):
+    """Everything a call does after its layers (fusion, noting the request for the builder,
+    coverage notes, enrichment) is what the next call keeps back from its layers; the spare
+    build, which stops by itself before that reserve, is not."""
+    with lar.open(corpus, state=tmp_path / "s") as eng:
+        real_note, real_spare = eng.builder.note_request, eng.spare.run
+
+        def slow_note(*a, **kw):
+            time.sleep(0.08)
+            return real_note(*a, **kw)
+
+        async def slow_spare(*a, **kw):
+            await asyncio.sleep(0.3)
+            return await real_spare(*a, **kw)
+
+        eng.builder.note_request = slow_note
+        eng.spare.run = slow_spare
+        eng.spare_build = True
+        eng.search("parse_deadline", timebox=3.0, layers=["names"])
+        seen = eng.post_reserve.estimate() / eng.post_reserve.headroom
+        assert 0.08 <= seen < 0.3

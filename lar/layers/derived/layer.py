@@ -146,6 +146,9 @@ class DerivedLayer(SegmentedLayer):
             return []  # nothing to build now; the units stay pending, none is marked failed
         return super().pending(units)
 
+    def build_stamp(self):
+        return (super().build_stamp(), self.generator_available)
+
     def build_one(self, unit: Unit) -> str:
         if not self.generator_available:
             return "failed"  # not recorded: the unit stays pending

@@ -35,7 +35,7 @@ import numpy as np
 
 from lar.core.errors import ConfigError, LarError, QueryError
 from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
-from lar.layers.late.arena import TokenArena, in_memory
+from lar.layers.kits.vectors.arena import TokenArena, in_memory
 from lar.layers.late.hits import late_hits
 from lar.layers.late.query import parse_late_query, token_weights
 from lar.layers.late.order import scan_order

@@ -21,6 +21,7 @@ import numpy as np
 from lar.core.background import ScoreMoments
 from lar.core.errors import ConfigError
 from lar.maxsim import maxsim
+from lar.layers.kits.vectors.arena import adjacent_view
 from lar.encoders.encoding import UnitEncoding
 
 __all__ = ["ScanResult", "scan_units", "block_tokens_for", "DEFAULT_BLOCK_TOKENS",
@@ -62,19 +63,7 @@ class ScanResult:
 def _adjacent_view(encs: list[UnitEncoding]) -> np.ndarray | None:
     """When the units' token matrices lie back to back in one buffer (the layer's in-memory
     arena keeps units in scan order), the block is a view of that buffer: no copy."""
-    first = encs[0].tokens
-    base = first.base
-    if base is None or not isinstance(base, np.ndarray) or base.ndim != 2 or not first.flags.c_contiguous:
-        return None
-    row = first.strides[0]
-    ptr = first.ctypes.data
-    for e in encs:
-        t = e.tokens
-        if t.base is not base or t.ctypes.data != ptr:
-            return None
-        ptr += t.shape[0] * row
-    r0 = (first.ctypes.data - base.ctypes.data) // row
-    return base[r0:r0 + (ptr - first.ctypes.data) // row]
+    return adjacent_view([e.tokens for e in encs])
 
 
 def _continues(prev: UnitEncoding, enc: UnitEncoding) -> bool:

@@ -3,7 +3,7 @@
 A :class:`SidecarSource` is handed to each shard actor (``lar.distributed.ray_scan``); it pickles
 as its two settings only (the sidecar folder and the model id), so a restarted actor starts
 empty and reloads its units from the sidecars as it scans them, into its own
-:class:`~lar.layers.late.arena.TokenArena`. The folder must be readable from every node (the same
+:class:`~lar.layers.kits.vectors.arena.TokenArena`. The folder must be readable from every node (the same
 path, e.g. a shared filesystem; on one machine it simply is).
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from lar.layers.late.arena import TokenArena, in_memory
+from lar.layers.kits.vectors.arena import TokenArena, in_memory
 
 __all__ = ["SidecarSource"]
 

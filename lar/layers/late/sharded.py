@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from lar.distributed.shards import ShardRun, merge_top
+from lar.distributed.shards import ShardRun, close_layer_shards, merge_top, report_run
 from lar.layers.late.scan import ScanResult, scan_units
 from lar.layers.late.shard_source import SidecarSource
 
@@ -67,17 +67,13 @@ def scan_on_shards(layer, q, w, order: Sequence[str], budget, opts: dict[str, An
         layer.sharded = LateShards(layer.options["shards"], root, model,
                                    layer.ctx.config.get("ray_address"))
     res, run = layer.sharded.scan(q, w, order, budget.pool, budget.remaining(), **opts)
-    budget.detail("shards", run.to_dict())
-    if run.late or run.failed:
-        budget.warn(f"shards not in at the deadline: late {list(run.late)}, failed "
-                    f"{[i for i, _ in run.failed]}; their units are not covered")
+    report_run(budget, run)
     if res.unreadable:
         layer.manifest.forget([h for h, _ in res.unreadable])
     return res
 
 
 def close_shards(layer) -> None:
-    """Stop the layer's shard actors (its next search starts them again)."""
-    if layer.sharded is not None:
-        layer.sharded.close()
-        layer.sharded = None
+    """Stop the layer's shard actors (its next search starts them again; ``Engine.close`` stops
+    every layer's)."""
+    close_layer_shards([layer])

@@ -337,6 +337,12 @@ class ChunkVectorStore:
     def __len__(self) -> int:
         return len(self.hashes())
 
+    def pack_order(self, hashes: Iterable[str]) -> list[str]:
+        """The stored non-empty units of ``hashes`` in the order a search scans them (pack
+        order; the dense layer's shards scan in it too)."""
+        t, sel, _ = self._plan(hashes)
+        return [t.hashes[i] for i in sel.tolist()]
+
     def n_rows(self) -> int:
         """Live chunk rows (garbage and quarantined units excluded)."""
         with self._lock:
