@@ -189,12 +189,13 @@ class Status:
 
     def _repr_html_(self) -> str:
         rows = [[l.name, l.version, ", ".join(sorted(l.roles)), l.origin, l.granularity,
-                 f"{l.coverage:.0%}", l.query_format, l.cost, l.device] for l in self.layers]
+                 f"{l.coverage:.0%}", l.query_format, l.cost, l.device, l.resident_text()]
+                for l in self.layers]
         skipped = "".join(f"<li>{html.escape(p)}: {html.escape(r)}</li>" for p, r, _ in self.skipped[:20])
         return (f"<div><b>lar</b> {html.escape(self.root)}: {self.units} units "
                 f"({self.distinct_hashes} distinct), {len(self.skipped)} skipped"
                 + text_table(["layer", "version", "roles", "origin", "granularity", "coverage",
-                          "query format", "cost", "device"], rows)
+                          "query format", "cost", "device", "resident"], rows)
                 + (f"<details><summary>skipped</summary><ul>{skipped}</ul></details>" if skipped else "")
                 + "</div>")
 
@@ -205,6 +206,8 @@ class Status:
             out.append(f"  {l.name:<10} v{l.version:<4} {'/'.join(sorted(l.roles)):<16} {l.origin:<9} "
                        f"{l.granularity:<12} coverage {l.coverage:>4.0%}  query: {l.query_format}"
                        + (f"  device: {l.device}" if l.device else ""))
+            if l.resident:
+                out.append(f"  {'':<10} {l.resident_text()}")
         for p, r, _ in self.skipped[:10]:
             out.append(f"  skipped {p}: {r}")
         if len(self.skipped) > 10:

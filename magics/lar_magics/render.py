@@ -200,6 +200,12 @@ def header_html(result) -> str:
                if getattr(result, "score_scale", "") else "") + ")</div>")
 
 
+def _notes(layer) -> str:
+    """The layer's notes, and what it keeps resident on its scan device (issue 23)."""
+    resident = layer.resident_text() if hasattr(layer, "resident_text") else ""
+    return "; ".join(x for x in (layer.notes, resident) if x)
+
+
 def coverage_html(status) -> str:
     """Static coverage bars, one per layer."""
     rows = []
@@ -208,7 +214,7 @@ def coverage_html(status) -> str:
         rows.append(f"<tr><td>{esc(l.name)}</td><td><span class='lar-barbg'><span class='lar-bar' "
                     f"style='width:{width}px'></span></span></td><td>{l.coverage:.0%}</td>"
                     f"<td>{f'{l.built_units}/{l.units}' if l.units else ''}</td>"
-                    f"<td>{esc(getattr(l, 'device', ''))}</td><td>{esc(l.notes)}</td></tr>")
+                    f"<td>{esc(getattr(l, 'device', ''))}</td><td>{esc(_notes(l))}</td></tr>")
     return ("<table class='lar-runs lar-coverage'><thead><tr><th>layer</th><th>coverage</th>"
             "<th></th><th>units</th><th>device</th><th>notes</th></tr></thead><tbody>" + "".join(rows)
             + "</tbody></table>")

@@ -76,7 +76,7 @@ def test_engine_status_reports_cpu(engine):
     st = engine.status()
     by = {l.name: l for l in st.layers}
     for name in MODEL_LAYERS:
-        want = LATE if name == "late" else "cpu"
+        want = LATE  # dense and static scan where late does (lar.layers.kits.resident)
         assert by[name].device == want, (name, by[name].device, by[name].notes)
     for name in NO_MODEL:
         assert by[name].device == ""
@@ -108,6 +108,6 @@ def test_cli_status_json_has_devices(corpus, tmp_path, capsys):
     code = main(["status", "--root", str(corpus), "--state", str(tmp_path / "s"), "--json"])
     doc = json.loads(capsys.readouterr().out)
     devices = {l["name"]: l["device"] for l in doc["layers"]}
-    assert code == 0 and devices["late"] == LATE and devices["dense"] == "cpu"
+    assert code == 0 and devices["late"] == LATE and devices["dense"] == LATE
     assert devices["grep"] == ""
 

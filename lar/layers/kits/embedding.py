@@ -114,13 +114,17 @@ class EmbeddingLayer(BuildingLayer):
         return layer_device(encoder=torch_device(self.options.get("device"), default_cpu=True),
                             scan=f"cpu on {shards} Ray actors" if shards else "cpu")
 
+    def resident_status(self):
+        """What the layer keeps on its scan device (``LayerStatus.resident``), or None."""
+        return None
+
     def status(self, scope):
         from dataclasses import replace
 
         st = super().status(scope)
         p = self.problem()
         if p is None:  # a layer that cannot run reports no device
-            return replace(st, device=self.compute_device())
+            return replace(st, device=self.compute_device(), resident=self.resident_status())
         return replace(st, notes="; ".join(x for x in [st.notes, f"unusable: {p}"] if x))
 
     def scope_state(self, scope) -> tuple[dict[str, str], dict[str, str], set[str]]:

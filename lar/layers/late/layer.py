@@ -18,7 +18,8 @@ Query: free text or ``{"text": ..., "weights": {word: w}, "min_score": 0.3}``
 (see ``lar.layers.late.query``). Options (``late_<key>`` in the engine config, or a variant's options):
 ``model`` (default the packaged all-MiniLM-L6-v2; any local checkpoint path), ``kind`` (auto,
 sentence-transformers, colbert, bge-m3), ``device`` (None = CUDA when available, else CPU),
-``pool``, ``pool_method`` (ward, adjacent), ``pca``, ``int8``, ``block_tokens``, ``localise``,
+``pool``, ``pool_method`` (ward, adjacent), ``pca``, ``int8``, ``block_tokens`` (None: 65536, 1 M
+from a CUDA arena), ``device_mb`` (``lar.layers.kits.resident``), ``localise``,
 ``shards`` (0: scan in this process; n: scan n shards on Ray actors, at the engine's
 ``ray_address``, docs/ray.md).
 """
@@ -35,12 +36,13 @@ import numpy as np
 from lar.core.errors import ConfigError, LarError, QueryError
 from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
 from lar.layers.kits.vectors.arena import TokenArena, in_memory
-from lar.layers.late.explain import localise, token_matches
+from lar.layers.late.hits import late_hits
 from lar.layers.late.query import parse_late_query, token_weights
 from lar.layers.late.order import scan_order
-from lar.layers.late.scan import DEFAULT_BLOCK_TOKENS, scan_units
-from lar.core.types import Hit, Span
+from lar.layers.late.scan import DEFAULT_BLOCK_TOKENS, block_tokens_for, scan_units
+from lar.core.types import Hit
 from lar.layers.kits.device import scan_layer_device
+from lar.layers.kits.resident import ResidentHolder, check_device_mb
 from lar.layers.kits.embedding import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
 from lar.layers.kits.vectors.shared import SharedPassLayer
 
@@ -58,8 +60,9 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
     cost_rank = 80
     early_candidates = True  # the orchestrator hands over the cheap layers' candidates
     defaults = {"model": None, "kind": "auto", "device": None, "pool": 1, "pool_method": "ward",
-                "pca": 0, "int8": False, "block_tokens": DEFAULT_BLOCK_TOKENS, "localise": True,
-                "max_unit_bytes": DEFAULT_MAX_UNIT_BYTES, "cache_mb": 1024, "shards": 0}
+                "pca": 0, "int8": False, "block_tokens": None, "localise": True,
+                "max_unit_bytes": DEFAULT_MAX_UNIT_BYTES, "cache_mb": 1024, "shards": 0,
+                "device_mb": None}
 
     @classmethod
     def check_options(cls, o: dict[str, Any]) -> None:
@@ -67,6 +70,8 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
         for key, low in (("pool", 1), ("pca", 0), ("block_tokens", 1024), ("cache_mb", 0),
                          ("shards", 0)):
             v = o[key]
+            if key == "block_tokens" and v is None:  # auto: lar.layers.late.scan.block_tokens_for
+                continue
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ConfigError(f"layer {cls.name!r}: {key} must be an integer >= {low}, got {v!r}")
         if o["pool_method"] not in ("ward", "adjacent"):
@@ -76,6 +81,7 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
                               f"colbert or bge-m3, got {o['kind']!r}")
         if not isinstance(o["int8"], bool) or not isinstance(o["localise"], bool):
             raise ConfigError(f"layer {cls.name!r}: int8 and localise must be True or False")
+        check_device_mb(cls.name, o["device_mb"])
 
     def __init__(self, ctx: LayerContext):
         super().__init__(ctx)
@@ -100,6 +106,7 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
         self._cache_bytes = 0
         self._cache_lock = threading.Lock()
         self._arena = TokenArena()
+        self._resident = ResidentHolder()  # the token arena on the scan device (issue 23)
         self.sharded = None  # lar.layers.late.sharded.LateShards, started by the first search
 
     # -- versions and levers ----------------------------------------------------------------
@@ -249,6 +256,7 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
         return enc
 
     def forget_cached(self, hashes) -> None:
+        self._resident.drop(hashes)
         with self._cache_lock:
             for h in hashes:
                 enc = self._cache.pop(h, None)
@@ -301,6 +309,9 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
 
         return "torch" if importlib.util.find_spec("torch") is not None else "numpy"
 
+    def resident_status(self):
+        return self._resident.status()
+
     def compute_device(self) -> str:  # the encoder loads on the CPU; the scan follows `device`
         return scan_layer_device("cpu", self.backend(), self.options["device"], self.options["shards"])
 
@@ -329,8 +340,10 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
     def order(self, hashes: set[str], paths: dict[str, str], candidates) -> list[str]:
         """Candidates' units first (in their order), then the units in memory in arena order,
         then the rest by usage, then by path (:func:`lar.layers.late.order.scan_order`)."""
-        with self._cache_lock:
-            resident = {h: i for i, h in enumerate(self._cache)}  # insertion order = arena order
+        resident = self._resident.positions()  # the device arena's order, when there is one
+        if resident is None:
+            with self._cache_lock:
+                resident = {h: i for i, h in enumerate(self._cache)}  # insertion = arena order
         return scan_order(hashes, (c.span.hash for c in candidates or ()), resident,
                           self.ctx.index.usage(), paths)
 
@@ -347,14 +360,21 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
         w = token_weights(lq, qe.token_texts, qe.token_spans, self.name)
         order = self.order(ok, paths, candidates)
         min_score = lq.min_score * float(w.sum()) if lq.min_score else None
-        opts = {"block_tokens": self.options["block_tokens"], "backend": self.backend(),
-                "device": self.options["device"], "min_score": min_score}
+        opts = {"block_tokens": self.options["block_tokens"] or DEFAULT_BLOCK_TOKENS,
+                "backend": self.backend(), "device": self.options["device"], "min_score": min_score}
         if self.options["shards"]:
             from lar.layers.late.sharded import scan_on_shards
 
             res = scan_on_shards(self, q, w, order, budget, opts)
         else:
-            res = scan_units(q, w, order, self.load, budget.pool, should_stop=budget.expired, **opts)
+            arena = self._resident.arena(opts["backend"], opts["device"], self.options["device_mb"])
+            self._resident.prune({h for h, s in done.items() if s == "ok"})  # full: drop the dead
+            opts["block_tokens"] = self.options["block_tokens"] or block_tokens_for(arena)
+            res = scan_units(q, w, order, self.load, budget.pool, should_stop=budget.expired,
+                             resident=arena, **opts)
+            if arena is not None:
+                budget.detail("resident", {"hit_rate": res.hit_rate, "copied_tokens":
+                                           res.copied_tokens, "host_tokens": res.host_tokens})
         budget.set_coverage((not_ok + len(res.scanned)) / len(paths))
         budget.detail("gathered_tokens", res.gathered)  # 0: every block was a view of the arena
         if res.unreadable:
@@ -367,41 +387,4 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
         # the best-scoring corner, and would read every hit as less remarkable than it is
         background = None if budget.partial else res.moments.result()
         budget.set_background(background)
-        return self._hits(lq, qe, q, w, res, paths, budget)
-
-    def _hits(self, lq, qe, q, w, res, paths, budget) -> list[Hit]:
-        from lar.maxsim.common import to_f32
-
-        hits: list[Hit] = []
-        texts: dict[str, bytes] = {}
-        kind = f"MaxSim: sum over query tokens of weight x best cosine ({self.shared.encoder.model_id})"
-        for score, h, c in res.top:
-            try:
-                enc = self.load(h)
-                if h not in texts:
-                    texts[h] = self.ctx.reader.unit_text(h, paths.get(h))
-            except Exception:  # vanished since the scan
-                continue
-            text = texts[h]
-            a, b = enc.chunk_rows(c)
-            if enc.token_scales is not None:
-                x = enc.tokens_f32(a, b)
-            else:
-                x = to_f32(np.ascontiguousarray(enc.tokens[a:b]))
-            sims = x @ q.T  # (chunk tokens, query tokens): the same products the scan maxed over
-            best = sims.argmax(axis=0)
-            sim_max = sims[best, np.arange(sims.shape[1])]
-            matches = token_matches(qe.token_texts, w, w * sim_max, best, sim_max, a,
-                                    enc.token_spans, text)
-            cs, ce = (int(x) for x in enc.chunk_spans[c])
-            ce = min(ce, len(text))
-            s, e = localise(text, (cs, ce), matches) if self.options["localise"] else (cs, ce)
-            subs = sorted({(m.start, m.end) for m in matches if m.contribution > 0 and s <= m.start
-                           and m.end <= e and m.end > m.start})
-            details = {"chunk": [cs, ce], "score_mean": score / float(w.sum()),
-                       "tokens": [m.to_dict() for m in matches]}
-            hits.append(Hit.single(self.name, Span(h, s, e), rank=len(hits) + 1, score=score,
-                                   score_kind=kind, query=lq.to_dict(), sub_spans=subs,
-                                   details=details))
-        budget.offer(hits)
-        return hits
+        return late_hits(self, lq, qe, q, w, res, paths, budget)

@@ -4,6 +4,11 @@ Units come in the caller's priority order; their token matrices are gathered int
 ``block_tokens`` rows (each chunk is one "document" of the kernel), scored exactly with
 ``lar.maxsim`` (numpy, or torch on CUDA), and the best ``k`` chunks are kept. ``should_stop`` is
 checked before each block: the scan then returns what it scored, and which units that was.
+
+With a ``resident`` arena (:class:`lar.maxsim.resident.DeviceArena`), each unit's tokens are
+looked up there first and copied there when they fit (once: later scans find them resident); a
+block's resident units are scored from the device, the others (past the arena's budget) from the
+host, and the result says how many tokens were which.
 """
 from __future__ import annotations
 
@@ -19,9 +24,19 @@ from lar.maxsim import maxsim
 from lar.layers.kits.vectors.arena import adjacent_view
 from lar.encoders.encoding import UnitEncoding
 
-__all__ = ["ScanResult", "scan_units", "DEFAULT_BLOCK_TOKENS"]
+__all__ = ["ScanResult", "scan_units", "block_tokens_for", "DEFAULT_BLOCK_TOKENS",
+           "RESIDENT_BLOCK_TOKENS_CUDA"]
 
 DEFAULT_BLOCK_TOKENS = 1 << 16
+#: a block scored from a CUDA arena: a GPU reads 1 M tokens in well under a millisecond, so
+#: smaller blocks are bound by the per-block launch and copy-back, not by memory
+RESIDENT_BLOCK_TOKENS_CUDA = 1 << 20
+
+
+def block_tokens_for(arena) -> int:
+    """The scan's block size when the layer's ``block_tokens`` is None (auto)."""
+    cuda = arena is not None and arena.device.type == "cuda"
+    return RESIDENT_BLOCK_TOKENS_CUDA if cuda else DEFAULT_BLOCK_TOKENS
 
 
 @dataclass
@@ -34,6 +49,15 @@ class ScanResult:
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (hash, why)
     moments: ScoreMoments = field(default_factory=ScoreMoments)  # every chunk score computed
     gathered: int = 0  # tokens copied into a block (0 when every block was a view of the arena)
+    resident_tokens: int = 0  # scanned tokens that were on the device arena before this scan
+    copied_tokens: int = 0  # tokens this scan copied into the device arena
+    host_tokens: int = 0  # scanned tokens of units past the arena's budget (scored from the host)
+
+    @property
+    def hit_rate(self) -> float | None:
+        """The fraction of the scanned tokens already on the device (None: no arena, no tokens)."""
+        seen = self.resident_tokens + self.copied_tokens + self.host_tokens
+        return self.resident_tokens / seen if seen else None
 
 
 def _adjacent_view(encs: list[UnitEncoding]) -> np.ndarray | None:
@@ -74,14 +98,17 @@ def scan_units(
     backend: str = "auto",
     device=None,
     min_score: float | None = None,
+    resident=None,
 ) -> ScanResult:
     """Score every chunk of the units ``hashes`` (in order); keep the ``k`` best.
 
     ``load(h)`` returns the unit's encoding or None (skipped: absent, corrupt, or empty); it may
-    raise ``LookupError``/``OSError`` with the reason, recorded in ``unreadable``."""
+    raise ``LookupError``/``OSError`` with the reason, recorded in ``unreadable``. ``resident``:
+    a ``DeviceArena`` the scan reads resident units from and fills (see the module doc)."""
     res = ScanResult()
     heap: list[tuple[float, str, int]] = []  # min-heap of the k best (score, hash, chunk)
     pending: list[tuple[str, UnitEncoding]] = []
+    slots: dict[str, object] = {}  # the pending units' slots in the device arena
     pending_tokens = 0
     run = True  # the pending units so far lie back to back in one buffer
 
@@ -90,20 +117,8 @@ def scan_units(
         if not pending:
             return
         encs = [e for _, e in pending]
-        x, copied = _block_matrix(encs)
-        if copied:
-            res.gathered += int(x.shape[0])
-        offsets = np.cumsum([0] + [e.n_tokens for e in encs[:-1]])
-        starts = np.concatenate([e.chunk_starts.astype(np.int64) + o for e, o in zip(encs, offsets)])
-        try:
-            scores = maxsim(q, x, starts, weights, backend=backend, device=device)
-        except (MemoryError, RuntimeError) as exc:  # torch reports CUDA OOM as a RuntimeError
-            if isinstance(exc, RuntimeError) and "out of memory" not in str(exc).lower():
-                raise
-            raise ConfigError(
-                f"scoring a block of {x.shape[0]} tokens x {x.shape[1]} dims ran out of memory "
-                f"on {device or backend}: lower the layer's block_tokens (now {block_tokens}) "
-                "or free memory") from None
+        scores, n_rows = _block_scores(q, weights, pending, slots, resident, res, backend=backend,
+                                       device=device, block_tokens=block_tokens)
         res.moments.add(scores)
         counts = [e.n_chunks for e in encs]
         owner = np.repeat(np.arange(len(encs)), counts)
@@ -120,9 +135,10 @@ def scan_units(
             elif item > heap[0]:
                 heapq.heapreplace(heap, item)
         res.scanned.extend(h for h, _ in pending)
-        res.tokens += int(x.shape[0])
+        res.tokens += n_rows
         res.blocks += 1
         pending, pending_tokens = [], 0
+        slots.clear()
 
     for h in hashes:
         if pending_tokens == 0 and should_stop():
@@ -136,7 +152,9 @@ def scan_units(
         if enc is None or enc.n_tokens == 0:
             res.scanned.append(h)
             continue
-        if pending and run and not _continues(pending[-1][1], enc):
+        on_device = resident is not None and _place(resident, h, enc, slots, res)
+        if pending and run and not (on_device and pending[-1][0] in slots) \
+                and not _continues(pending[-1][1], enc):
             # the arena's run ends here (a segment boundary, or a unit from elsewhere): score the
             # run as a view now rather than copy it into a block with what follows
             if pending_tokens >= block_tokens // 16:
@@ -162,4 +180,62 @@ def scan_units(
         else:
             flush()
     res.top = sorted(heap, key=lambda t: (-t[0], t[1], t[2]))
+    if resident is not None:
+        resident.count_scan(res.resident_tokens, res.resident_tokens + res.copied_tokens
+                            + res.host_tokens)
     return res
+
+
+def _place(resident, h: str, enc: UnitEncoding, slots: dict, res: ScanResult) -> bool:
+    """Find unit ``h`` in the device arena, or copy it there; False when it stays on the host."""
+    slot = resident.get(h)
+    if slot is not None:
+        res.resident_tokens += enc.n_tokens
+    else:
+        slot = resident.put(h, enc.tokens, enc.token_scales)
+        if slot is None:
+            res.host_tokens += enc.n_tokens
+            return False
+        res.copied_tokens += enc.n_tokens
+    slots[h] = slot
+    return True
+
+
+def _kernel(q, x, starts, weights, backend, device, block_tokens):
+    try:
+        return maxsim(q, x, starts, weights, backend=backend, device=device)
+    except (MemoryError, RuntimeError) as exc:  # torch reports CUDA OOM as a RuntimeError
+        if isinstance(exc, RuntimeError) and "out of memory" not in str(exc).lower():
+            raise
+        raise ConfigError(
+            f"scoring a block of {x.shape[0]} tokens x {x.shape[1]} dims ran out of memory "
+            f"on {device or backend}: lower the layer's block_tokens (now {block_tokens}) "
+            "or free memory") from None
+
+
+def _block_scores(q, weights, pending, slots, resident, res: ScanResult, *, backend, device,
+                  block_tokens) -> tuple[np.ndarray, int]:
+    """Every chunk score of the block ``pending`` (in order), and its token count: its runs of
+    device-resident units are scored from the arena, the rest from the host."""
+    groups: list[tuple[bool, list[UnitEncoding], list]] = []
+    for h, e in pending:
+        here = h in slots
+        if not groups or groups[-1][0] != here:
+            groups.append((here, [], []))
+        groups[-1][1].append(e)
+        groups[-1][2].append(slots.get(h))
+    parts, n_rows = [], 0
+    for here, encs, held in groups:
+        if here:
+            x = resident.block(held)
+            dev = resident.device
+        else:
+            x, copied = _block_matrix(encs)
+            if copied:
+                res.gathered += int(x.shape[0])
+            dev = device
+        offsets = np.cumsum([0] + [e.n_tokens for e in encs[:-1]])
+        starts = np.concatenate([e.chunk_starts.astype(np.int64) + o for e, o in zip(encs, offsets)])
+        parts.append(_kernel(q, x, starts, weights, "torch" if here else backend, dev, block_tokens))
+        n_rows += int(x.shape[0])
+    return (parts[0] if len(parts) == 1 else np.concatenate(parts)), n_rows

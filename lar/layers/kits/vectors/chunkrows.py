@@ -80,6 +80,8 @@ class ChunkHits:
     n_total: int
     # mean and spread of every score the scan computed (lar.core.background); None when too few
     background: ScoreBackground | None = None
+    # the device arena's part in the scan ({"hit_rate", "copied_rows", "host_rows"}), or None
+    resident: dict | None = None
 
     def __iter__(self) -> Iterator[tuple[str, int, int, float]]:
         return iter(self.hits)

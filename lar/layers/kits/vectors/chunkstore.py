@@ -387,10 +387,11 @@ class ChunkVectorStore:
 
     def search(self, q: np.ndarray, hashes: Iterable[str] | None = None, k: int = 10, *,
                should_stop: Callable[[], bool] | None = None,
-               block_rows: int = BLOCK_ROWS) -> ChunkHits:
+               block_rows: int = BLOCK_ROWS, arena=None) -> ChunkHits:
         """Exact cosine top-``k`` chunks among ``hashes`` (every unit when None), scanned in
         blocks of about ``block_rows`` rows; ``should_stop`` is asked between blocks, and a
-        stop returns the best of what was scored with ``fraction`` < 1."""
+        stop returns the best of what was scored with ``fraction`` < 1; ``arena``: a device
+        arena to score from (``lar.layers.kits.vectors.chunkscan``)."""
         q = np.asarray(q, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dim:
             raise ConfigError(f"query has {q.shape[0]} dims, the store holds {self.dim}")
@@ -399,6 +400,6 @@ class ChunkVectorStore:
         qn = normalise(q)
         t, sel, pack = self._plan(hashes)
         found = scan_top_k(t, sel, pack, qn, k, verify=self._verify, should_stop=should_stop,
-                           block_rows=block_rows)
+                           block_rows=block_rows, arena=arena)
         self._drop_quarantined(blocking=False)
         return found

@@ -107,4 +107,24 @@ class ReferenceCache:
         return ref
 
 
-__all__ = ["DEFAULT_K", "DEFAULT_SIZE", "Reference", "ReferenceCache", "SELF_COSINE", "hubness"]
+def result_hubness(store, ref_cache: ReferenceCache, results, ok, dim: int, k: int) -> np.ndarray:
+    """Each result chunk ``(hash, start, end, score)``'s hubness against a sample of the
+    searched units ``ok``' chunks in ``store`` (0 for a chunk no longer stored)."""
+    if not results:
+        return np.zeros(0)
+    ref = ref_cache.get(store, ok)
+    m = store.matrix(sorted({h for h, *_ in results}))
+    row = {(m.owners[int(u)], int(a), int(b)): i
+           for i, (u, (a, b)) in enumerate(zip(m.unit_index, m.spans.tolist()))}
+    idx = [row.get((h, int(s), int(e)), -1) for h, s, e, _ in results]
+    vecs = np.zeros((len(results), dim), dtype=np.float32)
+    have = [i for i, j in enumerate(idx) if j >= 0]
+    if have:
+        vecs[have] = np.asarray(m.vectors, dtype=np.float32)[[idx[i] for i in have]]
+    out = hubness(vecs, ref, k)
+    out[[i for i, j in enumerate(idx) if j < 0]] = 0.0
+    return out
+
+
+__all__ = ["DEFAULT_K", "DEFAULT_SIZE", "Reference", "ReferenceCache", "SELF_COSINE", "hubness",
+           "result_hubness"]
