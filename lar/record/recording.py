@@ -180,48 +180,13 @@ class Recording:
         if self.call_log is None:
             return None, None
         if call == "search":
-            return out.to_json, lambda: self._one_stage_split(out)
+            return out.to_json, lambda: self._one_stage_text(out)
         if call == "read":
             return (lambda: out), None
         if call == "inventory":
             return (lambda: json.dumps({"schema": 1, "units": [x.to_dict() for x in out]})), None
         return (lambda: json.dumps(out.to_dict() if hasattr(out, "to_dict") else out,
                                    ensure_ascii=False, default=str)), None
-
-    def _one_stage_split(self, res):
-        """:meth:`_one_stage_text` as a ``lar.record.split_count.SplitText``: cut at the quotes
-        of each hit's ``text``, each span's text keyed by its span (counted once however many
-        searches return it). The parts join to exactly that text."""
-        import uuid
-
-        from lar.record.split_count import SplitText
-        from lar.store.reader import decode_span
-
-        doc = res.to_dict(full=True)
-        nonce = uuid.uuid4().hex
-        texts = {}
-        for i, (hit, d) in enumerate(zip(res.hits, doc["hits"])):
-            try:
-                data = self.reader.unit_text(hit.hash, hit.path)
-            except (LarError, OSError):
-                continue  # the unit went away: the excerpt stands in for it
-            mark = f"{nonce}-{i}"
-            texts[mark] = ((hit.hash, hit.span.start, hit.span.end),
-                           decode_span(data, hit.span.start, hit.span.end))
-            d["text"] = mark
-        skeleton = json.dumps(doc, ensure_ascii=False, default=str)
-        parts, keys, at = [], [], 0
-        for mark, (key, text) in texts.items():
-            quoted = f'"{mark}"'
-            pos = skeleton.find(quoted, at)
-            if pos < 0 or skeleton.find(quoted, pos + 1) >= 0:  # not with a fresh nonce; be exact
-                return self._one_stage_text(res)
-            parts += [skeleton[at:pos + 1], json.dumps(text, ensure_ascii=False)[1:-1]]
-            keys += [None, key]
-            at = pos + len(quoted) - 1
-        parts.append(skeleton[at:])
-        keys.append(None)
-        return SplitText(tuple(parts), tuple(keys))
 
     def _one_stage_text(self, res) -> str:
         from lar.store.reader import decode_span

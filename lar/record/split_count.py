@@ -1,40 +1,29 @@
-"""Token counts of a long text given in parts that tokenise apart, with the repeated parts'
-counts kept (issue 26: the call log's "raw" text of a search is the full evidence JSON with the
-whole text of every hit's span, ~200k characters for 100 SciFact abstracts, and counting it was
-most of a search's CPU).
+"""Token counts of long texts, piece by piece, each distinct piece counted once (issue 26: the
+call log's texts of a search are JSON, ~40k characters for the compact view and ~200k for the
+one-stage text of 100 SciFact hits, and counting them was most of a search's CPU).
 
-A :class:`SplitText` is a text given as ``parts`` (``"".join(parts)`` is the text) cut only
-right before or after a JSON string's quote. Under a BERT pipeline (``BertNormalizer``, whose
-steps act per character, ``BertPreTokenizer``, which splits at whitespace and isolates every
-punctuation character, ``"`` included, and ``WordPiece``, which reads one word at a time) no
-token spans such a cut, so the text's count is the sum of its parts' counts: a part with a
-cache key (a hit's span text, the same bytes on every search that returns it) is counted once.
-Any other tokenizer counts the joined text.
+Under a BERT pipeline (``BertNormalizer``, whose steps act per character, ``BertPreTokenizer``,
+which splits at whitespace and isolates every punctuation character, ``"`` included, and
+``WordPiece``, which reads one word at a time) no token spans a cut right after a ``"``. So a
+text's count is the sum of the counts of its pieces cut after each quote, and a piece's count
+depends on the piece alone: the pieces a JSON text repeats from call to call (its keys, the
+content hashes of hit ids, a span's text returned again) are counted once and kept. Long
+strings also tokenise more slowly per character than short ones. Any other tokenizer counts
+the whole text.
 """
 from __future__ import annotations
 
+import re
 import threading
-from dataclasses import dataclass
-from typing import Callable, Hashable
+from typing import Callable
 
-# parts whose counts are kept (a span's text), at most; the cache starts over when full
-CACHE_PARTS = 50_000
-
-
-@dataclass(frozen=True)
-class SplitText:
-    """``parts`` joined are the text; ``keys[i]`` names part i for the count cache (None: not
-    kept). Every cut lies next to a ``"``."""
-
-    parts: tuple[str, ...]
-    keys: tuple[Hashable | None, ...]
-
-    def text(self) -> str:
-        return "".join(self.parts)
+# kept piece counts: at most this many characters of pieces; the cache starts over when full
+CACHE_CHARS = 16_000_000
+_AFTER_QUOTE = re.compile(r'(?<=")')
 
 
 def additive(tokenizer) -> bool:
-    """Whether counts of ``tokenizer`` add up over cuts next to a quote (see the module)."""
+    """Whether counts of ``tokenizer`` add up over cuts after a quote (see the module)."""
     try:
         return (type(tokenizer.normalizer).__name__ == "BertNormalizer"
                 and type(tokenizer.pre_tokenizer).__name__ == "BertPreTokenizer"
@@ -43,35 +32,43 @@ def additive(tokenizer) -> bool:
         return False
 
 
-class PartCounter:
-    """Counts :class:`SplitText` with ``count`` (of one string), keeping keyed parts' counts."""
+def pieces(text: str) -> list[str]:
+    """``text`` cut right after every ``"`` (the pieces join to ``text``)."""
+    return [p for p in _AFTER_QUOTE.split(text) if p]
 
-    def __init__(self, limit: int = CACHE_PARTS):
-        self.limit = limit
-        self._kept: dict[Hashable, int] = {}
+
+class PieceCounter:
+    """Counts a text as the sum of its pieces' counts, keeping each distinct piece's count."""
+
+    def __init__(self, limit_chars: int = CACHE_CHARS):
+        self.limit_chars = limit_chars
+        self._kept: dict[str, int] = {}
+        self._chars = 0
         self._lock = threading.Lock()
 
-    def count(self, split: SplitText, count: Callable[[str], int], adds: bool) -> int:
-        if not adds:
-            return count(split.text())
+    def count(self, text: str, count_many: Callable[[list[str]], list[int]]) -> int:
+        parts = pieces(text)
         total = 0
-        todo: list[str] = []
-        for part, key in zip(split.parts, split.keys):
-            if key is None:
-                todo.append(part)
-                continue
-            with self._lock:
-                n = self._kept.get(key)
-            if n is None:
-                n = count(part) if part else 0
-                with self._lock:
-                    if len(self._kept) >= self.limit:
-                        self._kept.clear()
-                    self._kept[key] = n
-            total += n
-        # the unkept parts in one string: a cut between two of them lies next to a quote too
-        rest = "".join(todo)
-        return total + (count(rest) if rest else 0)
+        new: dict[str, None] = {}
+        with self._lock:
+            for p in parts:
+                n = self._kept.get(p)
+                if n is None:
+                    new[p] = None
+                else:
+                    total += n
+        fresh = list(new)
+        counts = count_many(fresh) if fresh else []
+        known = dict(zip(fresh, counts))
+        total += sum(known[p] for p in parts if p in new)
+        with self._lock:
+            size = sum(len(p) for p in fresh)
+            if self._chars + size > self.limit_chars:
+                self._kept.clear()
+                self._chars = 0
+            self._kept.update(known)
+            self._chars += size
+        return total
 
 
-__all__ = ["CACHE_PARTS", "PartCounter", "SplitText", "additive"]
+__all__ = ["CACHE_CHARS", "PieceCounter", "additive", "pieces"]

@@ -1,5 +1,5 @@
-"""The call log counts a search's one-stage ("raw") text part by part (issue 26): the parts
-join to exactly the text it counted before, and their counts add up to the whole text's."""
+"""The call log counts texts piece by piece, each distinct piece once (issue 26): the pieces
+join to the text, and their counts add up to the count of the whole text."""
 import json
 
 import pytest
@@ -7,63 +7,62 @@ import pytest
 import lar
 from lar.record import calllog
 from lar.record.calllog import _load_tokenizer, count_tokens
-from lar.record.split_count import PartCounter, SplitText, additive
+from lar.record.split_count import PieceCounter, additive, pieces
 
 ODD = ["plain words and more words", "tab\there \"quoted\" back\\slash\nnew line",
        "\u0301combining first, café naïve, ﬁ ligature, ÅNGSTRÖM", "東京 and 中文字 mixed", "emoji 🙂🙂 x",
-       "control \x07 bell \x00 nul", "x" * 130 + " long word", "under_score camelCase 3.14e-5", ""]
+       "control \x07 bell \x00 nul", "x" * 130 + " long word", "under_score camelCase 3.14e-5", "",
+       '"', '""', 'ends with a quote"', "a408d90810d3acd38cb631c3ed3c2293:0-51"]
 
 
-def test_counts_add_up_over_cuts_next_to_quotes():
-    tok = _load_tokenizer()
-    assert additive(tok)
+def _many(texts):
+    return [count_tokens(t) for t in texts]
+
+
+def test_counts_add_up_over_cuts_after_quotes():
+    assert additive(_load_tokenizer())
     doc = {"hits": [{"id": f"h{i}", "text": t, "excerpt": t[:5]} for i, t in enumerate(ODD)]}
-    whole = json.dumps(doc, ensure_ascii=False)
-    parts, keys = [], []
-    at = 0
-    for i, t in enumerate(ODD):
-        body = json.dumps(t, ensure_ascii=False)[1:-1]
-        pos = whole.index('"text": "', at) + len('"text": "')
-        parts += [whole[at:pos], body]
-        keys += [None, ("k", i)]
-        at = pos + len(body)
-    parts.append(whole[at:])
-    keys.append(None)
-    split = SplitText(tuple(parts), tuple(keys))
-    assert split.text() == whole
-    counter = PartCounter()
-    n = counter.count(split, count_tokens, True)
-    assert n == count_tokens(whole) > 100
-    assert counter.count(split, count_tokens, True) == n  # from the kept counts
-    assert counter.count(split, lambda s: len(s), False) == len(whole)  # not additive: joined
+    texts = [json.dumps(doc, ensure_ascii=False), json.dumps(doc), " ".join(ODD), "".join(ODD),
+             '"' * 7, 'no quote at all', '"leading', 'trailing"']
+    counter = PieceCounter()
+    for whole in texts:
+        assert "".join(pieces(whole)) == whole
+        n = counter.count(whole, _many)
+        assert n == count_tokens(whole), whole[:60]
+        assert counter.count(whole, _many) == n  # from the kept counts
+
+
+def test_the_cache_starts_over_when_full():
+    counter = PieceCounter(limit_chars=50)
+    whole = json.dumps({"a": "x" * 40, "b": "y" * 40, "c": ODD})
+    assert counter.count(whole, _many) == counter.count(whole, _many) == count_tokens(whole)
+    assert counter._chars <= 50 + len(whole)
 
 
 @pytest.fixture()
 def odd_corpus(tmp_path):
     root = tmp_path / "root"
     root.mkdir()
-    for i, t in enumerate(ODD[:-1]):
+    for i, t in enumerate(ODD):
         (root / f"f{i}.txt").write_text(f"needle {i}\n{t}\nmore \"needle\" text \\ end\n")
     return root
 
 
-def test_a_searchs_raw_text_parts_join_to_the_one_stage_text(odd_corpus, tmp_path):
+def test_the_call_log_rows_count_what_the_whole_texts_count(odd_corpus, tmp_path):
     with lar.open(odd_corpus, state=tmp_path / "state") as eng:
         eng.build(timebox=60, layers=["bm25"])
-        res = eng.search("needle", layers=["bm25"], k=20, timebox=30)
-        assert len(res.hits) >= 6  # a file with a NUL byte is binary: not indexed
-        split = eng._one_stage_split(res)
-        assert split.text() == eng._one_stage_text(res)
-        assert sum(k is not None for k in split.keys) == len(res.hits)
-        assert calllog._tokens(lambda: split) == count_tokens(eng._one_stage_text(res))
-
-
-def test_the_call_log_rows_keep_their_raw_counts(odd_corpus, tmp_path):
-    with lar.open(odd_corpus, state=tmp_path / "state") as eng:
-        eng.build(timebox=60, layers=["bm25"])
-        # the second one from the kept counts (its elapsed times differ: its own text)
-        results = [eng.search("needle", layers=["bm25"], k=20, timebox=30) for _ in range(2)]
+        # the second and third from kept counts (elapsed times differ: their own texts)
+        results = [eng.search("needle", layers=["bm25"], k=20, timebox=30) for _ in range(3)]
+        assert len(results[0].hits) >= 10
         eng.call_log.flush()
-        rows = [r for r in eng.call_log._db.execute(
-            "SELECT raw_tokens, view_tokens FROM calls WHERE call='search' ORDER BY id")]
-        assert [r[0] for r in rows[-2:]] == [count_tokens(eng._one_stage_text(r)) for r in results]
+        rows = list(eng.call_log._db.execute(
+            "SELECT raw_tokens, view_tokens, tokenizer FROM calls WHERE call='search' ORDER BY id"))
+        assert [r[0] for r in rows[-3:]] == [count_tokens(eng._one_stage_text(r)) for r in results]
+        assert [r[1] for r in rows[-3:]] == [count_tokens(r.to_json()) for r in results]
+        assert rows[-1][2] == "all-MiniLM-L6-v2"
+
+
+def test_without_the_tokenizer_the_whole_text_is_counted(monkeypatch):
+    monkeypatch.setattr(calllog, "_tok", {})
+    monkeypatch.setattr(calllog, "_load_tokenizer", lambda: None)
+    assert calllog._tokens('{"a": "bcd"}') == 3  # ceil(12 / 4)
