@@ -9,13 +9,15 @@ through ``Hit.single``, which raises as usual.
 """
 from __future__ import annotations
 
-import math
 from types import MappingProxyType
 from typing import Any, Sequence
 
 from lar.core.types import Evidence, Hit, Span
 
 _set = object.__setattr__
+# one read-only empty mapping shared by every fast hit's ``details`` and ``context`` (nothing
+# holds the dict behind it, so it stays empty; equal to the fresh empty proxy Hit.single makes)
+_EMPTY = MappingProxyType({})
 
 
 def layer_hit(layer: str, span: Span, *, rank: int, score: float, score_kind: str,
@@ -23,11 +25,14 @@ def layer_hit(layer: str, span: Span, *, rank: int, score: float, score_kind: st
     """``Hit.single(layer, span, rank=..., score=..., score_kind=..., query=..., sub_spans=...)``."""
     try:
         value = float(score)
-        subs = tuple(tuple(x) for x in sub_spans)
-        ok = all(0 <= s <= e for s, e in subs)
+        if sub_spans:
+            subs = tuple(tuple(x) for x in sub_spans)
+            ok = all(0 <= s <= e for s, e in subs)
+        else:  # most of a pool: no sub-spans to check
+            subs, ok = (), True
     except (TypeError, ValueError):
         ok = False
-    if not ok or type(span) is not Span or type(rank) is not int or rank < 1 or math.isnan(value):
+    if not ok or type(span) is not Span or type(rank) is not int or rank < 1 or value != value:
         return Hit.single(layer, span, rank=rank, score=score, score_kind=score_kind, query=query,
                           sub_spans=tuple(sub_spans))
     ev = object.__new__(Evidence)
@@ -37,7 +42,7 @@ def layer_hit(layer: str, span: Span, *, rank: int, score: float, score_kind: st
     _set(ev, "score_kind", score_kind)
     _set(ev, "query", query)
     _set(ev, "sub_spans", subs)
-    _set(ev, "details", MappingProxyType({}))
+    _set(ev, "details", _EMPTY)
     _set(ev, "evalue", None)
     _set(ev, "p_value", None)
     hit = object.__new__(Hit)
@@ -47,7 +52,7 @@ def layer_hit(layer: str, span: Span, *, rank: int, score: float, score_kind: st
     _set(hit, "paths", ())
     _set(hit, "lines", None)
     _set(hit, "excerpt", "")
-    _set(hit, "context", MappingProxyType({}))
+    _set(hit, "context", _EMPTY)
     _set(hit, "score", None)
     _set(hit, "rank", None)
     return hit

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from lar.core.errors import ConfigError, LarError
+from lar.record.split_count import PieceCounter, additive
 from lar.record.trace import CALLS, SOURCES, jsonable, utc_now
 
 RETRIEVAL_CALLS = ("search", "run_tool")  # calls whose returned ids are a view to fetch from
@@ -75,7 +76,9 @@ def token_counter() -> tuple[Callable[[str], int], str]:
                 # the same ids without computing offsets, at about half the CPU (issue 26)
                 encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
                 _tok["fn"] = lambda s: len(encode([s], add_special_tokens=False)[0].ids)
+                _tok["many"] = lambda texts: [len(e.ids) for e in encode(texts, add_special_tokens=False)]
                 _tok["name"] = "all-MiniLM-L6-v2"
+            _tok["adds"] = tok is not None and additive(tok)
         return _tok["fn"], _tok["name"]
 
 
@@ -94,12 +97,22 @@ def _norm_id(x: str) -> tuple[str, bool]:
     return f"{m.group(1)[:12]}:{m.group(2)}-{m.group(3)}", len(m.group(1)) < 12
 
 
+_pieces = PieceCounter()
+
+
 def _tokens(text: Any) -> int | None:
     if text is None:
         return None
     if callable(text):
         text = text()
-    return count_tokens(text if isinstance(text, str) else str(text))
+    text = text if isinstance(text, str) else str(text)
+    if not text:
+        return 0
+    fn, _ = token_counter()
+    many = _tok.get("many")
+    if many is not None and _tok.get("adds"):  # piece by piece, each distinct piece once
+        return _pieces.count(text, many)
+    return fn(text)
 
 
 # records queued before the writer stops deferring to searches; seconds close() waits for the rest

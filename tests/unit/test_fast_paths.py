@@ -169,3 +169,56 @@ def test_bm25_search_equals_the_general_path(corpus, tmp_path, monkeypatch, fusi
         assert [h.id for h in f.hits] == [h.id for h in s.hits]
         assert f.score_scale == s.score_scale
         assert [r.probe for r in f.runs if r.name == "bm25"] == [r.probe for r in s.runs if r.name == "bm25"]
+
+
+def _fresh_scoped(layer, view):
+    layer._scoped = None
+    return layer.scoped(view, layer.built())
+
+
+def test_scoped_units_are_kept_only_while_units_states_and_scope_stay(corpus, tmp_path):
+    """The per-call sets of a lexical layer (paths, processed count, built hashes) come from the
+    cache only while nothing they depend on moved: each change gives what a fresh pass gives."""
+    eng = lar.open(corpus, state=tmp_path / "state")
+    try:
+        eng.build(timebox=60, layers=["bm25"])
+        layer = eng.layers["bm25"]
+        view = eng.scope_view()
+        first = layer.scoped(view, layer.built())
+        assert len(first[0]) == 40 and first[1] == 40 and len(first[2]) == 40
+        assert layer.scoped(eng.scope_view(), layer.built()) is first  # nothing moved: kept
+        # the built states move
+        h = next(iter(first[0]))
+        layer.manifest.forget([h])
+        moved = layer.scoped(eng.scope_view(), layer.built())
+        assert h not in moved[2] and moved[1] == 39
+        assert moved == _fresh_scoped(layer, eng.scope_view())
+        # a scope: other units
+        narrow = layer.scoped(eng.scope_view("d0*.txt"), layer.built())
+        assert sorted(narrow[0].values()) == [f"d{i:02d}.txt" for i in range(10)]
+        assert narrow == _fresh_scoped(layer, eng.scope_view("d0*.txt"))
+        # the live units move
+        (corpus / "new.txt").write_text("a new fox\n")
+        eng.index_now()
+        grown = layer.scoped(eng.scope_view(), layer.built())
+        assert "new.txt" in grown[0].values() and len(grown[0]) == 41
+        assert grown == _fresh_scoped(layer, eng.scope_view())
+    finally:
+        eng.close()
+
+
+def test_the_segment_plan_is_kept_only_while_segments_and_built_units_stay(corpus, tmp_path):
+    eng = lar.open(corpus, state=tmp_path / "state")
+    try:
+        eng.build(timebox=60, layers=["bm25"])
+        layer = eng.layers["bm25"]
+        index = layer.index
+        ok = layer.ok_hashes()
+        assert index.plan(ok) == index._plan_for(index.segments(), ok)
+        assert index._plan is not None and index._plan[1] is ok
+        # most units dead: a merge is due, whatever was cached for the full set
+        few = set(list(ok)[:5])
+        assert index.plan(few) == index._plan_for(index.segments(), few) == "merge"
+        assert index.plan(ok) == index._plan_for(index.segments(), ok)
+    finally:
+        eng.close()

@@ -78,6 +78,7 @@ class SegmentedIndex:
         self._stamp = self.store.layout_stamp()
         self._worker: threading.Thread | None = None
         self._stats: tuple[tuple[str, ...], frozenset[str], CorpusStats] | None = None
+        self._plan: tuple | None = None  # (layout key, ok set, plan): see plan()
         self.store.collect()
 
     # -- layout ---------------------------------------------------------------------------------
@@ -232,8 +233,19 @@ class SegmentedIndex:
         return seg
 
     def plan(self, ok: set[str]) -> str | None:
-        """'merge', 'compact' or None, from the live layout and the built units ``ok``."""
+        """'merge', 'compact' or None, from the live layout and the built units ``ok``: kept
+        while the segments and ``ok`` (the same set: the layer shares one per manifest change)
+        stay put, so a search with nothing changed does not count dead docs again."""
         segs = self.segments()
+        key = (tuple(s.id for s in segs), self._layout.main, tuple(self._layout.deltas), len(ok))
+        cached = self._plan
+        if cached is not None and cached[0] == key and cached[1] is ok:
+            return cached[2]
+        out = self._plan_for(segs, ok)
+        self._plan = (key, ok, out)
+        return out
+
+    def _plan_for(self, segs: list[Segment], ok: set[str]) -> str | None:
         main = [s for s in segs if s.id == self._layout.main]
         deltas = [s for s in segs if s.id in self._layout.deltas]
         if not deltas:

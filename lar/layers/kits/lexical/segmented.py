@@ -30,6 +30,7 @@ class SegmentedLayer(BuildingLayer):
         self._maint_lock = threading.Lock()
         self._ok: tuple[dict[str, str], set[str]] | None = None  # (states it was made from, ok)
         self._live: tuple[list[Unit], set[str], frozenset[str]] | None = None
+        self._scoped: tuple | None = None  # (units, states, scope, (paths, processed, allowed))
 
     # -- built state ----------------------------------------------------------------------
     def ok_hashes(self) -> set[str]:
@@ -51,6 +52,24 @@ class SegmentedLayer(BuildingLayer):
         live = frozenset(u.hash for u in units if u.hash in ok)
         self._live = (units, ok, live)
         return live
+
+    def scoped(self, scope: ScopeView, done: dict[str, str]
+               ) -> tuple[dict[str, str], int, frozenset[str]]:
+        """Of the scope's applicable units: ``{hash: path}``, how many are processed (any
+        state) and the built ('ok') hashes; kept while the live units (the same list), the
+        built states (the same mapping, ``built()`` caches it per change) and the scope stay
+        put, so a search with nothing changed does not pass over every unit (issue 26)."""
+        units = scope.all_units()
+        cached = self._scoped
+        if (cached is not None and cached[0] is units and cached[1] is done
+                and cached[2] == (scope.scope, len(units))):
+            return cached[3]
+        paths = {u.hash: u.path for u in self.applicable(scope)}
+        processed = sum(1 for h in paths if h in done)
+        allowed = frozenset(h for h in paths if done.get(h) == "ok")
+        out = (paths, processed, allowed)
+        self._scoped = (units, done, (scope.scope, len(units)), out)
+        return out
 
     def maintain(self) -> None:
         """Bring the segments up to date with every built unit now (add, then merge/compact)."""
@@ -92,13 +111,10 @@ class SegmentedLayer(BuildingLayer):
     def search_now(self, text: str, scope: ScopeView, budget: Budget) -> list[Hit]:
         """The scope's built units that are in a segment, the coverage that gives, then the
         subclass's ``score``."""
-        done = self.built()
-        paths = {u.hash: u.path for u in self.applicable(scope)}
+        paths, processed, allowed = self.scoped(scope, self.built())
         if not paths:
             budget.set_coverage(1.0)
             return []
-        processed = sum(1 for h in paths if h in done)
-        allowed = {h for h in paths if done.get(h) == "ok"}
         terms = self.tokenizer.query(text)
         if not allowed or not terms:
             budget.set_coverage(processed / len(paths))
