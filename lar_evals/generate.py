@@ -8,8 +8,9 @@
 * ``queries.jsonl``: ``{"_id", "text", "metadata": {"type", "answer": {"doc", "start", "end"},
   "source", "overlap", "leak", ...}}``; ``start``/``end`` are byte offsets into the UTF-8
   encoding of the document's ``text`` (the file's own bytes when it is valid UTF-8),
-  ``overlap`` is the query's token Jaccard with the answer span and ``leak`` the fraction of
-  the span's rare tokens the query holds;
+  ``overlap`` is the query's token Jaccard with the answer span, ``leak`` the fraction of
+  the span's rare tokens the query holds and ``idf_leak`` the share of the query's IDF mass
+  the span holds (``generators.verify``);
 * ``qrels/test.tsv``: ``query-id\\tcorpus-id\\tscore``;
 * ``report.json``: the verification report, also returned.
 
@@ -31,8 +32,8 @@ from typing import Callable, Iterable, Optional
 
 from lar_evals.generators import mixed, pairs, paraphrase, rare_term
 from lar_evals.generators.common import Doc, GenerateError, Target, blank
-from lar_evals.generators.verify import (HIST_BINS, MAX_PARAPHRASE_JACCARD, RARE_DF, CorpusStats,
-                                distribution, overlap, rejection)
+from lar_evals.generators.verify import (HIST_BINS, MAX_IDF_LEAK, MAX_PARAPHRASE_JACCARD, RARE_DF,
+                                         CorpusStats, distribution, overlap, rejection)
 
 __all__ = ["GenerateError", "KINDS", "MAX_FILE_BYTES", "generate", "load_generator",
            "read_corpus"]
@@ -189,15 +190,21 @@ def _write_jsonl(path: Path, rows: Iterable[dict]) -> None:
 
 def generate(corpus_dir: str | os.PathLike, kind: str, n: int, seed: int,
              out_dir: str | os.PathLike, *, generator: Generator | None = None,
-             max_files: int | None = None, exclude: Iterable[str] = ()) -> dict:
+             max_files: int | None = None, exclude: Iterable[str] = (),
+             max_idf_leak: float = MAX_IDF_LEAK) -> dict:
     """Generate up to ``n`` verified queries of ``kind`` from ``corpus_dir`` into ``out_dir``
-    (BEIR layout) and return the verification report (also written as ``report.json``)."""
+    (BEIR layout) and return the verification report (also written as ``report.json``).
+    ``max_idf_leak`` (in [0, 1]; 1 turns the check off) caps a paraphrase query's IDF-mass
+    share in its answer."""
     if kind not in KINDS:
         raise GenerateError(f"unknown test-set kind {kind!r}; choose one of {', '.join(KINDS)}")
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise GenerateError(f"n must be a positive integer, got {n!r}")
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise GenerateError(f"seed must be an integer, got {seed!r}")
+    if isinstance(max_idf_leak, bool) or not isinstance(max_idf_leak, (int, float)) or not (
+            0.0 <= max_idf_leak <= 1.0):
+        raise GenerateError(f"max_idf_leak must be a number in [0, 1], got {max_idf_leak!r}")
     if generator is not None and not callable(generator):
         raise GenerateError(f"generator must be callable, got {type(generator).__name__}")
     exclude = [str(p) for p in exclude]
@@ -243,7 +250,7 @@ def generate(corpus_dir: str | os.PathLike, kind: str, n: int, seed: int,
         else:
             ov = overlap(query, target.text, stats)
             produced_ov.append(ov)
-            reason = rejection(kind, query, ov, target.term)
+            reason = rejection(kind, query, ov, target.term, max_idf_leak)
             if reason is None and query.lower() in seen:
                 reason = "duplicate"
             if reason is None and _conflicts(target, answers, blanked, copies):
@@ -270,7 +277,7 @@ def generate(corpus_dir: str | os.PathLike, kind: str, n: int, seed: int,
         qrels.extend((qid, d, s) for d, s in rel.items())
 
     report = {
-        "schema": 1, "kind": kind, "seed": seed, "n_requested": n, "n_written": len(queries),
+        "schema": 2, "kind": kind, "seed": seed, "n_requested": n, "n_written": len(queries),
         "corpus": str(Path(corpus_dir).resolve()), "corpus_files": len(docs),
         "skipped_files": skipped, "max_files": max_files, "exclude": list(exclude),
         "generator": _name_of(generator), "candidates": len(targets), "tried": tried,
@@ -278,15 +285,12 @@ def generate(corpus_dir: str | os.PathLike, kind: str, n: int, seed: int,
         "sources": dict(sorted(sources.items())),
         "redacted": {"docs": len(blanked), "ranges": sum(len(v) for v in blanked.values()),
                      "chars": sum(b - a for v in blanked.values() for a, b in _union(v))},
-        "overlap": {"jaccard": distribution([o["jaccard"] for o in written_ov]),
-                    "rare_leak": distribution([o["rare_leak"] for o in written_ov])},
-        "overlap_by_source": {t: {"jaccard": distribution([o["jaccard"] for o in v]),
-                                  "rare_leak": distribution([o["rare_leak"] for o in v])}
-                              for t, v in sorted(by_type_ov.items())},
-        "overlap_generated": {"jaccard": distribution([o["jaccard"] for o in produced_ov]),
-                              "rare_leak": distribution([o["rare_leak"] for o in produced_ov])},
+        "overlap": _distributions(written_ov),
+        "overlap_by_source": {t: _distributions(v) for t, v in sorted(by_type_ov.items())},
+        "overlap_generated": _distributions(produced_ov),
         "thresholds": {"rare_df": RARE_DF, "max_paraphrase_jaccard": MAX_PARAPHRASE_JACCARD,
-                       "histogram_bins": HIST_BINS, "max_file_bytes": MAX_FILE_BYTES},
+                       "max_idf_leak": max_idf_leak, "histogram_bins": HIST_BINS,
+                       "max_file_bytes": MAX_FILE_BYTES},
         "files": {"corpus": "corpus.jsonl", "queries": "queries.jsonl",
                   "qrels": "qrels/test.tsv", "report": "report.json"},
     }
@@ -294,6 +298,10 @@ def generate(corpus_dir: str | os.PathLike, kind: str, n: int, seed: int,
         docs = [Doc(d.id, _blanked(d.text, blanked[d.id])) if d.id in blanked else d for d in docs]
     _write(Path(out_dir), docs, queries, qrels, report)
     return report
+
+
+def _distributions(ovs: list[dict]) -> dict:
+    return {m: distribution([o[m] for o in ovs]) for m in ("jaccard", "rare_leak", "idf_leak")}
 
 
 def _conflicts(target: Target, answers: dict, blanked: dict, copies: dict) -> bool:
@@ -361,7 +369,7 @@ def _query_row(qid: str, kind: str, query: str, target: Target, ov: dict) -> dic
     start, end = doc.byte_offset(target.start), doc.byte_offset(target.end)
     meta = {"type": kind, "answer": {"doc": doc.id, "start": start, "end": end},
             "source": target.source(), "overlap": round(ov["jaccard"], 4),
-            "leak": round(ov["rare_leak"], 4)}
+            "leak": round(ov["rare_leak"], 4), "idf_leak": round(ov["idf_leak"], 4)}
     if target.term:
         meta["term"] = target.term
     return {"_id": qid, "text": query, "metadata": meta}

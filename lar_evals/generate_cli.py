@@ -16,6 +16,7 @@ from lar.core.errors import LarError
 
 from lar_evals.generate import KINDS, load_generator
 from lar_evals.generate_many import generate_many
+from lar_evals.generators.verify import MAX_IDF_LEAK
 
 
 def _kinds(value: str) -> list[str]:
@@ -43,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
                         help="gitignore-style pattern of files or folders to leave out "
                              "(repeatable), e.g. --exclude 'tests/'")
+    parser.add_argument("--max-idf-leak", type=float, default=MAX_IDF_LEAK, metavar="SHARE",
+                        help="reject a paraphrase query when its answer holds more than this "
+                             f"share of the query's IDF mass (default {MAX_IDF_LEAK}; 1 = off)")
     parser.add_argument("--generator", default=None, metavar="MODULE:FUNCTION",
                         help="a callable generator(target_text, kind, rng) -> str | None that "
                              "writes the queries instead of the built-in rewriting")
@@ -68,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         gen = load_generator(args.generator) if args.generator else None
         report = generate_many(args.corpus, args.kind, args.n, args.seed, args.out, generator=gen,
-                               max_files=args.max_files, exclude=args.exclude)
+                               max_files=args.max_files, exclude=args.exclude,
+                               max_idf_leak=args.max_idf_leak)
     except LarError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

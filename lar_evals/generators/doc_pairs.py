@@ -12,7 +12,8 @@
   query is the markdown text (a heading ended by a colon) with code-shaped words and the names the code cell uses removed
   (Python ``tokenize``). The corpus holds the notebook's JSON as it is, and the harness judges
   whole documents: the answer is the notebook, its span the code cell's ``source`` value in
-  the JSON; the markdown cell's ``source`` value is blanked (inside the brackets or quotes, so
+  the JSON (nbformat 4; in nbformat 3, whose cells sit in ``worksheets``, the code cell's
+  ``input``); the markdown cell's ``source`` value is blanked (inside the brackets or quotes, so
   the notebook stays valid JSON).
 
 Queries go through :func:`lar_evals.generators.pairs.prose_query` and then the same leak check
@@ -162,29 +163,52 @@ def _elements(text: str, i: int):
         i = _ws(text, i + 1)
 
 
+def _cells(text: str, v0: int):
+    """``(start)`` of each cell object of the JSON array of cells at ``v0``."""
+    for c0, _ in _elements(text, v0):
+        if text[c0] == "{":
+            yield c0
+
+
+def _notebook_cell_starts(text: str, start: int):
+    """The cell objects of a notebook: nbformat 4's top-level ``cells``, or nbformat 3's
+    ``worksheets`` (each worksheet's ``cells``, in order)."""
+    for key, v0, _ in _members(text, start):
+        if key == "cells" and text[v0] == "[":
+            yield from _cells(text, v0)
+        elif key == "worksheets" and text[v0] == "[":
+            for w0, _ in _elements(text, v0):
+                if text[w0] != "{":
+                    continue
+                for wkey, c0, _ in _members(text, w0):
+                    if wkey == "cells" and text[c0] == "[":
+                        yield from _cells(text, c0)
+
+
 def notebook_cells(text: str) -> list[tuple[str, str, tuple[int, int]]]:
-    """``(cell_type, source, (start, end))`` of an nbformat-4 notebook's cells, the span being
-    the ``source`` value in ``text`` (character offsets); ``[]`` for anything else."""
+    """``(cell_type, source, (start, end))`` of a notebook's cells, the span being the cell's
+    text value in ``text`` (character offsets): ``source``, or for an nbformat-3 code cell
+    ``input``. nbformat 3's ``heading`` cells count as markdown (their text a heading of their
+    ``level``). ``[]`` for anything else."""
     start = _ws(text, 1 if text.startswith("\ufeff") else 0)
     out = []
     try:
         if text[start] != "{":
             return []
-        for key, v0, _ in _members(text, start):
-            if key != "cells" or text[v0] != "[":
+        for c0 in _notebook_cell_starts(text, start):
+            fields = {k: (a, b) for k, a, b in _members(text, c0)}
+            field = "source" if "source" in fields else "input" if "input" in fields else None
+            if field is None:
                 continue
-            for c0, _ in _elements(text, v0):
-                if text[c0] != "{":
-                    continue
-                fields = {k: (a, b) for k, a, b in _members(text, c0)}
-                if "source" not in fields:
-                    continue
-                a, b = fields["source"]
-                src = json.loads(text[a:b])
-                src = "".join(src) if isinstance(src, list) else src
-                ctype = json.loads(text[slice(*fields["cell_type"])]) if "cell_type" in fields else "code"
-                if isinstance(src, str) and isinstance(ctype, str):
-                    out.append((ctype, src, (a, b)))
+            a, b = fields[field]
+            src = json.loads(text[a:b])
+            src = "".join(src) if isinstance(src, list) else src
+            ctype = json.loads(text[slice(*fields["cell_type"])]) if "cell_type" in fields else "code"
+            if ctype == "heading" and isinstance(src, str):
+                level = json.loads(text[slice(*fields["level"])]) if "level" in fields else 1
+                ctype, src = "markdown", "#" * (level if isinstance(level, int) else 1) + " " + src
+            if isinstance(src, str) and isinstance(ctype, str):
+                out.append((ctype, src, (a, b)))
     except (ValueError, IndexError, TypeError):
         return []
     return out

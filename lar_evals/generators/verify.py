@@ -7,10 +7,17 @@ measures per query:
 
 * ``jaccard``: |Q ∩ T| / |Q ∪ T| over the term *sets* of query and target;
 * ``rare_leak``: the fraction of the target's rare terms (document frequency <= ``RARE_DF`` in
-  the corpus) that the query contains (0 when the target has none).
+  the corpus) that the query contains (0 when the target has none);
+* ``idf_leak``: the share of the query's IDF mass that the target holds, over all the query's
+  content terms (stopwords out, stemmed; each distinct term once, weighted by lar's BM25 IDF,
+  ``lucene`` formula, over the corpus): ``sum(idf(t) for t in Q & T) / sum(idf(t) for t in Q)``
+  (0 for a query without content terms). It catches queries that repeat their answer's
+  *common* content words, which the rare-term check lets through and BM25 still matches.
 
-A paraphrase query is rejected when it leaks any rare term or its Jaccard exceeds
-``MAX_PARAPHRASE_JACCARD``; a rare-term query is rejected when it lacks its term. Every
+A paraphrase query is rejected when it leaks any rare term, its ``idf_leak`` exceeds the set's
+threshold (``MAX_IDF_LEAK`` unless the caller gives another; recorded in the report's
+``thresholds``) or its Jaccard exceeds ``MAX_PARAPHRASE_JACCARD``; a rare-term query is rejected
+when it lacks its term. Every
 rejection is counted by reason, and both measures are summarised (quantiles and a 10-bin
 histogram over [0, 1]) for the written queries and for everything the generator produced.
 """
@@ -19,12 +26,16 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
+from lar.layers.kits.lexical.corpus_stats import idf as bm25_idf
 from lar.layers.kits.lexical.tokenize import Tokenizer
 
 from lar_evals.generators.common import WORD, Doc, contains_word, word_key
 
 RARE_DF = 2
 MAX_PARAPHRASE_JACCARD = 0.5
+# chosen by measurement: benchmarks/results/2026-12-03-harness-2.md (lexical routes' nDCG@10
+# per idf_leak bin on the stdlib and papers sets, and the share of pair queries kept)
+MAX_IDF_LEAK = 0.5
 HIST_BINS = 10
 
 _TOKENIZER: Tokenizer | None = None
@@ -89,24 +100,40 @@ class CorpusStats:
     def idf(self, term: str) -> float:
         return math.log((1 + self.n_docs) / (1 + self.term_df.get(term, 0))) + 1.0
 
+    def bm25_idf(self, term: str) -> float:
+        """lar's BM25 IDF of ``term`` (the ``lucene`` formula) over this corpus."""
+        return bm25_idf("lucene", self.term_df.get(term, 0), self.n_docs)
+
+
+def idf_leak(query_terms: set[str], target_terms: set[str], stats: CorpusStats) -> float:
+    """The share of the IDF mass of ``query_terms`` found in ``target_terms``."""
+    mass = {t: stats.bm25_idf(t) for t in query_terms}
+    total = sum(mass.values())
+    return sum(w for t, w in mass.items() if t in target_terms) / total if total > 0 else 0.0
+
 
 def overlap(query: str, target: str, stats: CorpusStats) -> dict[str, float]:
-    """``{"jaccard", "rare_leak", "n_rare"}`` of ``query`` against ``target``."""
+    """``{"jaccard", "rare_leak", "idf_leak", "n_rare"}`` of ``query`` against ``target``."""
     q, t = terms(query), terms(target)
     union = q | t
     rare = stats.rare_terms(t)
     return {"jaccard": len(q & t) / len(union) if union else 0.0,
             "rare_leak": len(rare & q) / len(rare) if rare else 0.0,
+            "idf_leak": idf_leak(q, t, stats),
             "n_rare": float(len(rare))}
 
 
-def rejection(kind: str, query: str, ov: dict[str, float], term: str = "") -> str | None:
+def rejection(kind: str, query: str, ov: dict[str, float], term: str = "",
+              max_idf_leak: float = MAX_IDF_LEAK) -> str | None:
     """Why a query of ``kind`` is rejected, or None: a rare-term or mixed query must hold its
-    term; any other (paraphrase) query must leak no rare term and stay under the Jaccard cap."""
+    term; any other (paraphrase) query must leak no rare term, hold at most ``max_idf_leak`` of
+    its IDF mass in the target and stay under the Jaccard cap."""
     if kind in ("rare-term", "mixed"):
         return None if term and contains_word(query, term) else "missing-term"
     if ov["rare_leak"] > 0:
         return "rare-token-leak"
+    if ov["idf_leak"] > max_idf_leak:
+        return "idf-leak"
     if ov["jaccard"] > MAX_PARAPHRASE_JACCARD:
         return "high-jaccard"
     return None
