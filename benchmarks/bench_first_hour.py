@@ -14,6 +14,9 @@ server and ``%lar open PATH``); ``--mode none``: neither (what main did before).
 when every building layer has coverage 1, or at ``--max-searches`` / ``--max-minutes``.
 
     python benchmarks/bench_first_hour.py --docs 2000 --mode spare --out benchmarks/results/x.json
+
+``--progress FILE`` appends each search's row as it ends (a JSON line; the first line gives the
+units per layer), so a run cut short by a time cap keeps what it measured.
 """
 from __future__ import annotations
 
@@ -75,6 +78,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-minutes", type=float, default=10.0)
     ap.add_argument("--label", default="")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--progress", default=None,
+                    help="JSON lines file: a header, then one line per search as it ends (survives a kill)")
     a = ap.parse_args(argv)
 
     import lar
@@ -101,6 +106,13 @@ def main(argv=None) -> int:
         eng.start_background_build()
     opened_s = time.monotonic() - t_open
     building = [n for n, l in eng.layers.items() if not l.always_current]
+    units0 = {s.name: s.units for s in eng.status().layers if s.name in building}
+    progress = open(a.progress, "w", encoding="utf-8") if a.progress else None  # noqa: SIM115
+    if progress:
+        progress.write(json.dumps({"header": True, "docs": len(corpus), "mode": a.mode, "timebox": timebox,
+                                   "think_s": a.think, "open_s": round(opened_s, 2), "units": units0,
+                                   "load": os.getloadavg()}) + "\n")
+        progress.flush()
     t0 = time.monotonic()
     rows = []
     try:
@@ -124,6 +136,9 @@ def main(argv=None) -> int:
                          "elapsed_s": round(res.elapsed, 4), "ndcg10": round(ndcg10(ranked, qrels[qid]), 4),
                          "coverage": {n: round(c, 4) for n, c in cov.items()},
                          "ran": [r.name for r in res.runs if r.state.value in ("ran", "aborted")]})
+            if progress:
+                progress.write(json.dumps({**rows[-1], "load": os.getloadavg()[0]}) + "\n")
+                progress.flush()
             line = " ".join(f"{n}={c:.2f}" for n, c in cov.items())
             print(f"{i + 1:>3} {rows[-1]['at_s']:>7.1f}s ndcg={rows[-1]['ndcg10']:.3f} {line}", flush=True)
             # the layers that can cover the folder: every building layer that applies to it
@@ -137,6 +152,8 @@ def main(argv=None) -> int:
                  for s in eng.status().layers if s.name in building}
     finally:
         eng.close()
+        if progress:
+            progress.close()
     done_at = next((r["search"] for r in rows if all(c >= 1.0 for c in r["coverage"].values())), None)
     per_layer = {n: next((r["search"] for r in rows if r["coverage"].get(n, 0) >= 1.0), None)
                  for n in building}
