@@ -21,43 +21,55 @@ Argv = Annotated[list[Annotated[str, StringConstraints(strict=True, max_length=M
                         f"1 to {MAX_ARGS} of them, each at most {MAX_ARG_CHARS} characters)")]
 
 
+Timebox = seconds(120)
+LongSeconds = seconds(600)
+K = integer(1, 200)
+ContextLines = integer(0, 200)
+Limit = integer(1, 2000)
+Offset = integer(0, 10**9)
+Fusion = choice(*POLICIES)
+Source = choice("files", "tools")
+Generator = choice("client", "extractive")
+AnyId = text(MAX_ID_CHARS, "a hit id or a tool id")
+Folder = text(MAX_PATH_CHARS)
+
+
 class StatusIn(ToolInput):
     pass
 
 
 class SearchIn(ToolInput):
     query: Query = Field(description="text, or an object {layer: query} to give each layer its own query")
-    timebox: seconds(120) = Field(0.5, description="seconds the call may take")
-    k: integer(1, 200) = Field(20, description="number of hits")
+    timebox: Timebox = Field(0.5, description="seconds the call may take")
+    k: K = Field(20, description="number of hits")
     layers: LayerNames = Field(None, description="run only these layers (default: all)")
-    fusion: choice(*POLICIES) = Field(None, description=f"{' | '.join(POLICIES)} (default: the engine's)")
-    source: choice("files", "tools") = Field("files", description="files of the root, or cached tool outputs")
+    fusion: Fusion = Field(None, description=f"{' | '.join(POLICIES)} (default: the engine's)")
+    source: Source = Field("files", description="files of the root, or cached tool outputs")
     scope: Globs = Field(None, description="glob(s) the hits must match, e.g. 'src/**'")
 
 
 class FetchIn(ToolInput):
-    id: text(MAX_ID_CHARS, "a hit id or a tool id") = Field(
-        description="a hit id or tool id from an earlier reply")
-    context: integer(0, 200) = Field(0, description="lines of context around a hit")
+    id: AnyId = Field(description="a hit id or tool id from an earlier reply")
+    context: ContextLines = Field(0, description="lines of context around a hit")
 
 
 class InventoryIn(ToolInput):
-    limit: integer(1, 2000) = Field(100, description="units per page")
-    offset: integer(0, 10**9) = Field(0, description="first unit")
+    limit: Limit = Field(100, description="units per page")
+    offset: Offset = Field(0, description="first unit")
     glob: Globs = Field(None, description="only units matching these globs")
 
 
 class RunToolIn(ToolInput):
     command: Argv = Field(description='the command as an argv list, e.g. ["rg", "-n", "TODO", "src"]')
-    cwd: text(MAX_PATH_CHARS) = Field(".", description="working folder, relative to the root")
-    timeout: seconds(600) = Field(30, description="seconds before it is stopped")
+    cwd: Folder = Field(".", description="working folder, relative to the root")
+    timeout: LongSeconds = Field(30, description="seconds before it is stopped")
     refresh: Flag = Field(False, description="run again even if a cached output exists")
 
 
 class BuildIn(ToolInput):
-    timebox: seconds(600) = Field(30, description="seconds to build")
+    timebox: LongSeconds = Field(30, description="seconds to build")
     layers: LayerNames = Field(None, description="build only these layers (with generator: 'derived')")
-    generator: choice("client", "extractive") = Field(
+    generator: Generator = Field(
         None, description="derived texts from the client's model via sampling ('client', needs a "
                           "client that offers sampling) or offline extractive rules ('extractive')")
     scope: Globs = Field(None, description="build only units matching these globs, e.g. 'src/**'")

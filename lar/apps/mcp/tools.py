@@ -18,7 +18,7 @@ from lar.layers.derived import GeneratorError, SamplingGenerator
 from lar.core.errors import LarError, ScopeError
 from lar.apps.toolcache import ToolCache, count_tokens, is_tool_id
 from lar.apps.mcp.args import ToolArgumentError
-from lar.apps.mcp.inputs import SPEC_BY_NAME, SPECS, layer_forms  # noqa: F401 - re-exported
+from lar.apps.mcp.inputs import SPEC_BY_NAME
 
 log = logging.getLogger("lar.apps.mcp")
 
