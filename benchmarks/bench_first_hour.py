@@ -6,7 +6,8 @@ temporary folder (every judged document plus a seeded sample of the others, as
 ``beir_subset.py``), a fresh engine opens it, and judged queries are searched one after the other
 at the default timebox with the default layers, ``--think`` seconds apart (a person reading the
 results). Each search records every building layer's coverage (from its run, else the status)
-and its nDCG@10 (documents in hit order, first occurrence; binary gains from the qrels).
+and its nDCG@10 (documents in hit order, first occurrence; binary gains from the qrels), each
+layer's run (state, hits, seconds) and how many of the top 10 hits each layer found.
 
 ``--mode spare``: a plain library engine (searches build in their spare time, when the code
 supports it); ``--mode background``: the engine builds in the background as well (the MCP
@@ -63,6 +64,15 @@ def ndcg10(ranked: list[str], rel: dict[str, int]) -> float:
     ideal = sorted(rel.values(), reverse=True)[:10]
     idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
     return dcg / idcg if idcg else 0.0
+
+
+def top_signals(hits) -> dict[str, int]:
+    """How many of the top hits each layer found (a hit found by two layers counts for both)."""
+    out: dict[str, int] = {}
+    for h in hits:
+        for s in h.signals:
+            out[s] = out.get(s, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def main(argv=None) -> int:
@@ -135,7 +145,10 @@ def main(argv=None) -> int:
             rows.append({"search": i + 1, "at_s": round(time.monotonic() - t0, 2), "qid": qid,
                          "elapsed_s": round(res.elapsed, 4), "ndcg10": round(ndcg10(ranked, qrels[qid]), 4),
                          "coverage": {n: round(c, 4) for n, c in cov.items()},
-                         "ran": [r.name for r in res.runs if r.state.value in ("ran", "aborted")]})
+                         "ran": [r.name for r in res.runs if r.state.value in ("ran", "aborted")],
+                         "runs": {r.name: [r.state.value, r.contributions, round(r.elapsed, 3)]
+                                  for r in res.runs if r.state.value != "skipped"},
+                         "top10_signals": top_signals(res.hits[:10])})
             if progress:
                 progress.write(json.dumps({**rows[-1], "load": os.getloadavg()[0]}) + "\n")
                 progress.flush()
