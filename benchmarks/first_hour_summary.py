@@ -4,7 +4,7 @@ rate while it was building and, for a layer not yet at 1, the time to coverage 1
 at that rate (labelled as such); per cycle of the query list, the mean nDCG@10 and the
 latency.
 
-    python benchmarks/first_hour_summary.py PROGRESS.jsonl [--out summary.json]
+    python benchmarks/first_hour_summary.py PROGRESS.jsonl [--out summary.json --rows-every 10]
 """
 from __future__ import annotations
 
@@ -38,10 +38,15 @@ def layer_summary(name: str, units: int, rows: list[dict]) -> dict:
         stop_t, stop_c = (done[0], 1.0) if done else (end_t, end_c)
         if stop_t > started[0]:
             rate = (stop_c - started[1]) * units / (stop_t - started[0])
+    recent = None  # the rate over the last 10 minutes of the log, while still building
+    if not done and units and end_t > 600:
+        c0 = [c for t, c, _ in cov if t <= end_t - 600][-1]
+        recent = (end_c - c0) * units / 600
     out = {"units": units, "covered_at_search": done[1] if done else None,
            "covered_at_s": done[0] if done else None, "coverage_at": at,
            "final_coverage": end_c, "started_at_s": started[0] if started else None,
-           "units_per_s": round(rate, 3) if rate else None}
+           "units_per_s": round(rate, 3) if rate else None,
+           "units_per_s_last_10min": round(recent, 3) if recent is not None else None}
     if not done and units:
         out["extrapolated_s_to_1"] = (round(end_t + (1 - end_c) * units / rate, 0)
                                       if rate else None)
@@ -66,6 +71,8 @@ def main(argv=None) -> int:
     ap.add_argument("progress")
     ap.add_argument("--queries", type=int, default=40, help="length of the query cycle")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--rows-every", type=int, default=0,
+                    help="also write every Nth search's row (search, time, nDCG, coverage) to --out")
     a = ap.parse_args(argv)
     header, rows = load(Path(a.progress))
     if not rows:
@@ -87,6 +94,10 @@ def main(argv=None) -> int:
     for c in out["cycles"]:
         print(f"  searches {c['searches']:>9}: nDCG@10 {c['mean_ndcg10']:.4f}  p50 {c['p50_s']:.3f} s  "
               f"p90 {c['p90_s']:.3f} s  load {c['load1']}")
+    if a.rows_every:
+        out["rows"] = [{k: r[k] for k in ("search", "at_s", "elapsed_s", "ndcg10", "coverage",
+                                          "top10_signals") if k in r}
+                       for r in rows if r["search"] % a.rows_every == 1 or r is rows[-1]]
     if a.out:
         Path(a.out).write_text(json.dumps(out, indent=1), "utf-8")
     return 0
