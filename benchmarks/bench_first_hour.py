@@ -6,7 +6,8 @@ temporary folder (every judged document plus a seeded sample of the others, as
 ``beir_subset.py``), a fresh engine opens it, and judged queries are searched one after the other
 at the default timebox with the default layers, ``--think`` seconds apart (a person reading the
 results). Each search records every building layer's coverage (from its run, else the status)
-and its nDCG@10 (documents in hit order, first occurrence; binary gains from the qrels).
+and its nDCG@10 (documents in hit order, first occurrence; binary gains from the qrels), each
+layer's run (state, hits, seconds) and how many of the top 10 hits each layer found.
 
 ``--mode spare``: a plain library engine (searches build in their spare time, when the code
 supports it); ``--mode background``: the engine builds in the background as well (the MCP
@@ -14,6 +15,9 @@ server and ``%lar open PATH``); ``--mode none``: neither (what main did before).
 when every building layer has coverage 1, or at ``--max-searches`` / ``--max-minutes``.
 
     python benchmarks/bench_first_hour.py --docs 2000 --mode spare --out benchmarks/results/x.json
+
+``--progress FILE`` appends each search's row as it ends (a JSON line; the first line gives the
+units per layer), so a run cut short by a time cap keeps what it measured.
 """
 from __future__ import annotations
 
@@ -62,6 +66,15 @@ def ndcg10(ranked: list[str], rel: dict[str, int]) -> float:
     return dcg / idcg if idcg else 0.0
 
 
+def top_signals(hits) -> dict[str, int]:
+    """How many of the top hits each layer found (a hit found by two layers counts for both)."""
+    out: dict[str, int] = {}
+    for h in hits:
+        for s in h.signals:
+            out[s] = out.get(s, 0) + 1
+    return dict(sorted(out.items()))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--src", default=str(SRC))
@@ -75,6 +88,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-minutes", type=float, default=10.0)
     ap.add_argument("--label", default="")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--progress", default=None,
+                    help="JSON lines file: a header, then one line per search as it ends (survives a kill)")
     a = ap.parse_args(argv)
 
     import lar
@@ -101,6 +116,13 @@ def main(argv=None) -> int:
         eng.start_background_build()
     opened_s = time.monotonic() - t_open
     building = [n for n, l in eng.layers.items() if not l.always_current]
+    units0 = {s.name: s.units for s in eng.status().layers if s.name in building}
+    progress = open(a.progress, "w", encoding="utf-8") if a.progress else None  # noqa: SIM115
+    if progress:
+        progress.write(json.dumps({"header": True, "docs": len(corpus), "mode": a.mode, "timebox": timebox,
+                                   "think_s": a.think, "open_s": round(opened_s, 2), "units": units0,
+                                   "load": os.getloadavg()}) + "\n")
+        progress.flush()
     t0 = time.monotonic()
     rows = []
     try:
@@ -123,7 +145,13 @@ def main(argv=None) -> int:
             rows.append({"search": i + 1, "at_s": round(time.monotonic() - t0, 2), "qid": qid,
                          "elapsed_s": round(res.elapsed, 4), "ndcg10": round(ndcg10(ranked, qrels[qid]), 4),
                          "coverage": {n: round(c, 4) for n, c in cov.items()},
-                         "ran": [r.name for r in res.runs if r.state.value in ("ran", "aborted")]})
+                         "ran": [r.name for r in res.runs if r.state.value in ("ran", "aborted")],
+                         "runs": {r.name: [r.state.value, r.contributions, round(r.elapsed, 3)]
+                                  for r in res.runs if r.state.value != "skipped"},
+                         "top10_signals": top_signals(res.hits[:10])})
+            if progress:
+                progress.write(json.dumps({**rows[-1], "load": os.getloadavg()[0]}) + "\n")
+                progress.flush()
             line = " ".join(f"{n}={c:.2f}" for n, c in cov.items())
             print(f"{i + 1:>3} {rows[-1]['at_s']:>7.1f}s ndcg={rows[-1]['ndcg10']:.3f} {line}", flush=True)
             # the layers that can cover the folder: every building layer that applies to it
@@ -137,6 +165,8 @@ def main(argv=None) -> int:
                  for s in eng.status().layers if s.name in building}
     finally:
         eng.close()
+        if progress:
+            progress.close()
     done_at = next((r["search"] for r in rows if all(c >= 1.0 for c in r["coverage"].values())), None)
     per_layer = {n: next((r["search"] for r in rows if r["coverage"].get(n, 0) >= 1.0), None)
                  for n in building}

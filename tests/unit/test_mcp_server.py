@@ -83,6 +83,7 @@ async def _session(root: Path, state: Path) -> list[tuple[str, bool, dict]]:
             listed = await session.list_tools()
             log.append(("list", True, {"names": [t.name for t in listed.tools],
                                        "outputs": {t.name: t.output_schema for t in listed.tools},
+                                       "inputs": {t.name: t.input_schema for t in listed.tools},
                                        "search": next(t.description for t in listed.tools
                                                       if t.name == "search")}))
 
@@ -116,6 +117,8 @@ async def _session(root: Path, state: Path) -> list[tuple[str, bool, dict]]:
                 ("search", {"query": 42}),
                 ("search", {"qurey": "deadline"}),
                 ("fetch", {"id": "t000000000000:1"}),
+                ("search", {"query": "deadline", "fusion": "borda"}),
+                ("fetch", {"id": "3fa9c1d2e4b5:" + "1" * 300}),
             ]:
                 await call(name, args)
                 await call("inventory", {"limit": 1})  # the server keeps serving
@@ -130,6 +133,9 @@ def test_mcp_server_over_stdio_with_the_sdk_client(tmp_path):
     outputs = log[0][2]["outputs"]
     assert {n for n, sch in outputs.items() if sch} == {"status", "search", "inventory", "build"}
     assert outputs["search"]["properties"]["hits"]["type"] == "array"
+    inputs = log[0][2]["inputs"]  # the input schemas the client got are the models' own
+    assert inputs == {s.name: s.model.model_json_schema() for s in SPECS}
+    assert inputs["search"]["properties"]["k"]["maximum"] == 200
     assert "grep: literal text" in log[0][2]["search"] and "{'regex': ...}" in log[0][2]["search"]
     (_, ok_b, build), (_, ok_s, status), (_, ok_q, found), (_, ok_f, fetched) = log[1:5]
     assert ok_b and build["layers"]["bm25"]["coverage"] == 1.0
@@ -152,14 +158,17 @@ def test_mcp_server_over_stdio_with_the_sdk_client(tmp_path):
     assert "parse_deadline" in tool_hits["hits"][0]["excerpt"]
     errors = log[10::2]
     alive = log[11::2]
-    assert all(ok and body["total"] == 3 for _, ok, body in alive) and len(alive) == 11
-    assert [ok for _, ok, _ in errors] == [False] * 11
+    assert all(ok and body["total"] == 3 for _, ok, body in alive) and len(alive) == 13
+    assert [ok for _, ok, _ in errors] == [False] * 13
     messages = [body["error"] for _, _, body in errors]
     expected = ["outside the root", "outside the root", "symlink that leaves the root",
                 "command 'rg' is not on the allow-list", "'-exec' of find is refused",
                 "did not finish within 0.5 s", "must be a list of strings",
                 "unknown tool 'no_such_tool'", "must be text or an object",
-                "unknown argument 'qurey'", "no cached tool output"]
+                "unknown argument 'qurey'", "no cached tool output",
+                "search: argument 'fusion' must be one of route-unique, rrf,",
+                "fetch: argument 'id' must be a hit id or a tool id of at most 256 characters"]
+    assert len(messages) == len(expected)
     for msg, want in zip(messages, expected):
         assert want in msg, (msg, want)
 

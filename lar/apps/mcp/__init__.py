@@ -4,8 +4,10 @@ offers sampling). ``LarTools`` holds the tools without the SDK; ``serve`` runs t
 (the optional ``mcp`` package: ``pip install 'lar[agent]'``). See docs/agents.md."""
 from __future__ import annotations
 
-from lar.apps.mcp.tools import (SPECS, ClientGenerator, LarTools, Reply, SamplingUnavailableError,
-                    ToolArgumentError, UnknownToolError)
+from lar.apps.mcp.args import ToolArgumentError
+from lar.apps.mcp.inputs import SPECS
+from lar.apps.mcp.tools import (ClientGenerator, LarTools, Reply, SamplingUnavailableError,
+                                UnknownToolError)
 
 
 def serve(*args, **kwargs) -> None:

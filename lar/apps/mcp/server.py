@@ -13,7 +13,8 @@ import warnings
 from typing import Any, Mapping, Sequence
 
 from lar.core.errors import require
-from lar.apps.mcp.tools import SPECS, LarTools, SamplingUnavailableError
+from lar.apps.mcp.inputs import SPECS
+from lar.apps.mcp.tools import LarTools, SamplingUnavailableError
 
 SAMPLE_TIMEOUT_S = 300.0
 SAMPLE_SYSTEM = ("You write short search aids for a file index: plain lines starting SUMMARY: or "

@@ -1,7 +1,8 @@
-"""The MCP tools of ``lar mcp``, independent of the MCP SDK: argument specs (JSON Schema),
-validation, dispatch and compact JSON replies. ``LarTools.call(name, arguments)`` never raises
-for a caller's mistake: it returns a ``Reply`` with ``ok=False`` and a message that says what was
-wrong and what to do, so the server keeps serving."""
+"""The MCP tools of ``lar mcp``, independent of the MCP SDK: dispatch and compact JSON replies
+(the arguments' pydantic models, their JSON Schema and checks: ``lar.apps.mcp.inputs``).
+``LarTools.call(name, arguments)`` never raises for a caller's mistake: it returns a ``Reply``
+with ``ok=False`` and a message that says what was wrong and what to do, so the server keeps
+serving."""
 from __future__ import annotations
 
 import contextlib
@@ -16,8 +17,8 @@ from typing import Any, Mapping, Protocol, Sequence
 from lar.layers.derived import GeneratorError, SamplingGenerator
 from lar.core.errors import LarError, ScopeError
 from lar.apps.toolcache import ToolCache, count_tokens, is_tool_id
-from lar.apps.mcp.args import (Param, ToolArgumentError, ToolSpec, argv_arg, boolean_arg, choice_arg, globs_arg,  # noqa: F401
-                   integer_arg, names_arg, query_arg, seconds_arg, string_arg)
+from lar.apps.mcp.args import ToolArgumentError
+from lar.apps.mcp.inputs import SPEC_BY_NAME
 
 log = logging.getLogger("lar.apps.mcp")
 
@@ -43,80 +44,6 @@ class UnknownToolError(LarError, KeyError):
 
     def __str__(self) -> str:
         return self.args[0]
-
-
-_STR = {"type": "string"}
-_NAMES = {"type": "array", "items": {"type": "string"}}
-_SECONDS = {"type": ["number", "string"]}
-
-def layer_forms() -> str:
-    """The layers and the query forms each reads (from the registered layer classes), so an
-    agent knows them without calling ``status`` first."""
-    from lar.core.registry import registered_layers
-
-    parts = []
-    for name, cls in sorted(registered_layers().items()):
-        form = " ".join(str(getattr(cls, "query_format", "") or "free text").split())
-        parts.append(f"{name}: {form[:140]}")
-    return "Layers and their query forms: " + "; ".join(parts) + "."
-
-
-SPECS: tuple[ToolSpec, ...] = (
-    ToolSpec("status", "Layers (coverage, query format, cost), unit counts, cached tool outputs."),
-    ToolSpec("search", "Search the root (source 'files') or the cached tool outputs ('tools') "
-             "under a timebox. Hits are {id, path, lines, excerpt, signals, rank, score} (score "
-             "on the reply's score_scale); fetch an id for the full text. A plain-text query goes "
-             "to every layer in its own reading; {layer: query} gives named layers their own "
-             "form. " + layer_forms(), (
-                 Param("query", {"type": ["string", "object"]}, query_arg,
-                       "text, or an object {layer: query} to give each layer its own query"),
-                 Param("timebox", _SECONDS, seconds_arg(0, 120), "seconds the call may take", 0.5),
-                 Param("k", {"type": "integer", "minimum": 1, "maximum": 200}, integer_arg(1, 200),
-                       "number of hits", 20),
-                 Param("layers", _NAMES, names_arg, "run only these layers (default: all)", None),
-                 Param("fusion", _STR, string_arg, "route-unique | rrf | combsum | combmnz | pvalue | "
-                       "adaptive (default: the engine's)", None),
-                 Param("source", {"type": "string", "enum": ["files", "tools"]},
-                       choice_arg("files", "tools"), "files of the root, or cached tool outputs",
-                       "files"),
-                 Param("scope", {"type": ["string", "array"], "items": _STR}, globs_arg,
-                       "glob(s) the hits must match, e.g. 'src/**'", None))),
-    ToolSpec("fetch", "Full text of a search hit id ('3fa9c1d2e4b5:120-480') or a tool item id "
-             "('t3fa9c1d2e4b5:4', ':2-5' items, ':L10-20' lines, or 't3fa9c1d2e4b5' whole).", (
-                 Param("id", _STR, string_arg, "a hit id or tool id from an earlier reply"),
-                 Param("context", {"type": "integer", "minimum": 0, "maximum": 200},
-                       integer_arg(0, 200), "lines of context around a hit", 0))),
-    ToolSpec("inventory", "Every unit (file) in the root, no relevance match; paged.", (
-        Param("limit", {"type": "integer", "minimum": 1, "maximum": 2000}, integer_arg(1, 2000),
-              "units per page", 100),
-        Param("offset", {"type": "integer", "minimum": 0}, integer_arg(0, 10**9), "first unit", 0),
-        Param("glob", {"type": ["string", "array"], "items": _STR}, globs_arg,
-              "only units matching these globs", None))),
-    ToolSpec("run_tool", "Run an allow-listed read-only command inside the root: 'command' is "
-             "its argv list (the program, then each argument; no shell line); the full output is "
-             "cached and a filtered view with item ids is returned. Fetch an item id for its "
-             "full text.", (
-                 Param("command", {"type": "array", "items": _STR, "minItems": 1}, argv_arg,
-                       "the command as an argv list, e.g. [\"rg\", \"-n\", \"TODO\", \"src\"]"),
-                 Param("cwd", _STR, string_arg, "working folder, relative to the root", "."),
-                 Param("timeout", _SECONDS, seconds_arg(0, 600), "seconds before it is stopped", 30),
-                 Param("refresh", {"type": "boolean"}, boolean_arg,
-                       "run again even if a cached output exists", False))),
-    ToolSpec("build", "Let the lazily built layers index for up to timebox seconds. With "
-             "generator, build the derived layer (texts written about each file, searched with "
-             "layers=['derived']) with the MCP client's own model through sampling ('client') "
-             "or offline rules ('extractive').", (
-        Param("timebox", _SECONDS, seconds_arg(0, 600), "seconds to build", 30),
-        Param("layers", _NAMES, names_arg, "build only these layers (with generator: 'derived')",
-              None),
-        Param("generator", {"type": "string", "enum": ["client", "extractive"]},
-              choice_arg("client", "extractive"),
-              "derived texts from the client's model via sampling ('client', needs a client "
-              "that offers sampling) or offline extractive rules ('extractive')", None),
-        Param("scope", {"type": ["string", "array"], "items": _STR}, globs_arg,
-              "build only units matching these globs, e.g. 'src/**'", None))),
-)
-SPEC_BY_NAME = {s.name: s for s in SPECS}
 
 
 @dataclass(frozen=True)
