@@ -39,11 +39,10 @@ from pathlib import Path
 import numpy as np
 
 from lar.fusion.adaptive import adaptive_fusion
-from lar.fusion.model import FusionModel, RouteWeights, load_model
+from lar.fusion.model import load_model
 from lar.fusion.policies import fuse
 from lar_evals.fit import load_set
-from lar_evals.fit_data import QueryBatch, query_data
-from lar_evals.fit_minimax import fit_minimax, leave_one_out, make_case
+from lar_evals.fit_subsets import DecisionBatch, SubsetCase, fit_decisions, leave_one_corpus_out, to_model
 
 SUBSETS = {"all": None,
            "lexical": ("names", "grep", "trigram", "symbols", "bm25", "derived"),
@@ -101,28 +100,33 @@ def subset_routes(data, subset):
     return have if spec is None else [r for r in have if r in spec]
 
 
-def cases_of(sets, routes):
+def fit_cases(sets, routes, boxes):
+    """The fit's cases (:mod:`lar_evals.fit_subsets`): every set over every layer subset of
+    :data:`SUBSETS` and over the routes each timebox leaves complete (at least two routes)."""
     cases = []
     for name, data in sets.items():
+        seen = set()
+        qs = sorted(data["qrels"])
         for subset in SUBSETS:
             sub = subset_routes(data, subset)
-            if len(sub) < 2:
-                continue
-            qs = [query_data({r: v for r, v in data["lists"][q].items() if r in sub}, routes, data["qrels"][q], NORM)
-                  for q in sorted(data["qrels"]) if any(r in sub for r in data["lists"][q])]
-            cases.append(make_case(name, subset, QueryBatch(qs), routes, sub))
+            for tb in sorted(boxes, reverse=True):
+                present = tuple(r for r in sub if COST_MS.get(r, 100) / 1000.0 <= tb)
+                if len(present) < 2 or present in seen:
+                    continue
+                seen.add(present)
+                means = {r: float(np.mean([ndcg10([d for d, _ in data["lists"][q].get(r, [])], data["qrels"][q])
+                                           for q in qs])) for r in present}
+                best = max(means, key=lambda r: (means[r], r))
+                batch = DecisionBatch([{r: v for r, v in data["lists"][q].items() if r in present} for q in qs],
+                                      [data["qrels"][q] for q in qs], routes, NORM)
+                cases.append(SubsetCase(name, f"{subset}@{tb:g}", present, batch, best, means[best]))
     return cases
 
 
-def model_of(params, routes, default: float, **meta) -> FusionModel:
-    return FusionModel({r: RouteWeights(float(p[0])) for r, p in zip(routes, params)},
-                       RouteWeights(default), norm=NORM, **meta)
-
-
 def score_cell(data, sub, timebox, models):
-    """nDCG@10 of the best route, RRF, each of ``models`` (``{label: (model, slot guard)}``) and
-    ``cheap`` (the ``"new"`` model over the routes the timebox left complete)."""
-    vals: dict[str, list[float]] = {k: [] for k in ("rrf", *models, "cheap")}
+    """nDCG@10 of the best route, RRF, route-unique, each of ``models`` (``{label: (model, slot
+    guard)}``) and ``cheap`` (the ``"new"`` model over the routes the timebox left complete)."""
+    vals: dict[str, list[float]] = {k: [] for k in ("rrf", "route-unique", *models, "cheap")}
     per_route: dict[str, list[float]] = {r: [] for r in sub}
     for q, qrels in data["qrels"].items():
         lists, partial = at_timebox({r: v for r, v in data["lists"][q].items() if r in sub}, timebox)
@@ -132,7 +136,8 @@ def score_cell(data, sub, timebox, models):
             for key in vals:
                 vals[key].append(0.0)
             continue
-        vals["rrf"].append(ndcg10([it.key for it in fuse("rrf", lists, k=10)], qrels))
+        for policy in ("rrf", "route-unique"):
+            vals[policy].append(ndcg10([it.key for it in fuse(policy, lists, k=10)], qrels))
         for label, (model, guard) in models.items():
             got = adaptive_fusion(lists, k=10, model=model, partial=partial, guard_slots=guard)[0]
             vals[label].append(ndcg10([it.key for it in got], qrels))
@@ -143,9 +148,28 @@ def score_cell(data, sub, timebox, models):
     best = max(means, key=lambda r: (means[r], r))
     out = {k: round(float(np.mean(v)), 4) for k, v in vals.items()}
     out.update(best_route=best, best=round(means[best], 4), gap=round(out["new"] - means[best], 4),
-               gap_current=round(out["current"] - means[best], 4),
-               gap_loco=round(out["minimax-loco"] - means[best], 4))
+               gap_previous=round(out["previous"] - means[best], 4))
     return out
+
+
+def summary(rows, key):
+    gaps = [r[key] for r in rows]
+    worst = min(rows, key=lambda r: r[key])
+    return {"failing": sum(g < -0.005 for g in gaps), "cells": len(gaps), "worst": round(worst[key], 4),
+            "worst_cell": f"{worst['set']} {worst['subset']} {worst['timebox_s']:g}",
+            "mean_gap_no_deadline": round(float(np.mean([r[key] for r in rows if r["timebox_s"] == math.inf])), 4)}
+
+
+def monotone_drops(rows, label):
+    """Cells whose ``label`` figure is more than half a point below the same set and subset at
+    a shorter timebox."""
+    drops = []
+    for r in rows:
+        shorter = [o for o in rows if o["set"] == r["set"] and o["subset"] == r["subset"]
+                   and o["timebox_s"] < r["timebox_s"]]
+        if shorter and r[label] < max(o[label] for o in shorter) - 0.005:
+            drops.append(f"{r['set']} {r['subset']} {r['timebox_s']:g}")
+    return drops
 
 
 def main(argv=None) -> int:
@@ -167,34 +191,29 @@ def main(argv=None) -> int:
     old = load_model(args.old_model)
     sets = load(args.set, args.max_queries, args.depth)
     routes = sorted({r for d in sets.values() for per in d["lists"].values() for r in per})
-    cases = cases_of(sets, routes)
-    loco = leave_one_out(cases, routes)
-    final = fit_minimax(cases, routes)
-    trained = tuple(f"{n} ({len(d['qrels'])} queries)" for n, d in sets.items())
-    if args.fit_out:
-        known = {"names", "symbols", "trigram"} - set(routes)  # exact-match kin of grep, if unseen
-        model = model_of(final, routes, args.default_weight, name="adaptive-minimax", trained_on=trained,
-                         info={"fit": "lar_evals.fit_minimax: base weights by coordinate ascent, mean gap to "
-                                      "each case's best route with 4x penalty below -0.005; cases = sets x "
-                                      "layer subsets (benchmarks/bench_fusion_never_loses.py)",
-                               "held_out": {c.corpus + "/" + c.subset: {"new": round(v, 4), "best": round(c.best, 4),
-                                                                        "best_route": c.best_route}
-                                            for _, (_, got) in sorted(loco.items()) for c, v in got}})
-        if known and "grep" in routes:
-            g = dict(model.routes)["grep"]
-            model = FusionModel({**model.routes, **{r: g for r in known}}, model.default, model.name,
-                                model.trained_on, {**model.info, "copied_from_grep": sorted(known)}, model.norm)
-        model.save(args.fit_out)
-        print(f"wrote {args.fit_out}: " + ", ".join(f"{r} {w.base:g}" for r, w in sorted(model.routes.items())))
     boxes = [math.inf if b.strip() == "inf" else float(b) for b in args.timeboxes.split(",")]
+    cases = fit_cases(sets, routes, boxes)
+    print(f"{len(cases)} cases, {time.time() - t0:.0f} s", flush=True)
+    loco = leave_one_corpus_out(cases, routes)
+    print(f"leave-one-corpus-out fits, {time.time() - t0:.0f} s", flush=True)
+    trained = tuple(f"{n} ({len(d['qrels'])} queries)" for n, d in sets.items())
+    held = {c: to_model(f, routes, args.default_weight, name=f"without-{c}") for c, f in loco.items()}
+    if args.fit_out:
+        final = fit_decisions(cases, routes)
+        info = {"fit": "lar_evals.fit_subsets (benchmarks/bench_fusion_never_loses.py): minimax gap to each "
+                       "case's best route, cases = sets x layer subsets x timeboxes",
+                "held_out": {f"{c.corpus}/{c.subset}": {"new": round(v, 4), "best": round(c.best, 4),
+                                                        "best_route": c.best_route}
+                             for (c, v) in ((c, loco[c.corpus].ndcg(c)) for c in cases)}}
+        model = to_model(final, routes, args.default_weight, name="adaptive-subsets", trained_on=trained, info=info)
+        model.save(args.fit_out)
+        print(f"wrote {args.fit_out}", flush=True)
     rows = []
-    newm = load_model(args.new_model)
-    print("| set | layers | timebox s | best route | best | rrf | current | minimax LOCO | cheap | new | "
-          "new - best | current - best | LOCO - best |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| set | layers | timebox s | best route | best | rrf | route-unique | previous | cheap | new | "
+          "new - best | previous - best |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, data in sets.items():
-        held = model_of(loco[name][0], routes, args.default_weight, name=f"without-{name}")
-        models = {"current": (old, False), "minimax-loco": (held, True), "new": (newm, True)}
+        models = {"previous": (old, True), "new": (held[name], True)}
         for subset in SUBSETS:
             sub = subset_routes(data, subset)
             if len(sub) < 2:
@@ -203,19 +222,17 @@ def main(argv=None) -> int:
                 cell = score_cell(data, sub, tb, models)
                 rows.append({"set": name, "subset": subset, "timebox_s": tb, **cell})
                 print(f"| {name} | {subset} | {tb:g} | {cell['best_route']} | {cell['best']:.4f} | {cell['rrf']:.4f} | "
-                      f"{cell['current']:.4f} | {cell['minimax-loco']:.4f} | {cell['cheap']:.4f} | {cell['new']:.4f} | "
-                      f"{cell['gap']:+.4f} | {cell['gap_current']:+.4f} | {cell['gap_loco']:+.4f} |", flush=True)
-    nodl = [r for r in rows if r["timebox_s"] == math.inf]
-    below_cheap = sum(r["new"] < r["cheap"] - 0.005 for r in rows if r["timebox_s"] != math.inf)
-    print(f"\ncells: {len(rows)}; more than 0.5 point below the best route: new {sum(r['gap'] < -0.005 for r in rows)}, "
-          f"current {sum(r['gap_current'] < -0.005 for r in rows)}, minimax LOCO {sum(r['gap_loco'] < -0.005 for r in rows)}; "
-          f"mean gap without deadline: new {np.mean([r['gap'] for r in nodl]):+.4f}, current "
-          f"{np.mean([r['gap_current'] for r in nodl]):+.4f}, minimax LOCO {np.mean([r['gap_loco'] for r in nodl]):+.4f}; "
-          f"new below its cheap stage by > 0.5 point: {below_cheap} cells; {time.time() - t0:.0f} s")
+                      f"{cell['route-unique']:.4f} | {cell['previous']:.4f} | {cell['cheap']:.4f} | {cell['new']:.4f} | "
+                      f"{cell['gap']:+.4f} | {cell['gap_previous']:+.4f} |", flush=True)
+    res = {"new": summary(rows, "gap"), "previous": summary(rows, "gap_previous"),
+           "new_below_cheap": sum(r["new"] < r["cheap"] - 0.005 for r in rows if r["timebox_s"] != math.inf),
+           "monotone_drops_new": monotone_drops(rows, "new"),
+           "monotone_drops_previous": monotone_drops(rows, "previous"), "seconds": round(time.time() - t0)}
+    print(json.dumps(res, indent=1))
     if args.out:
         Path(args.out + ".json").write_text(json.dumps(
-            {"rows": rows, "weights_final": {r: float(p[0]) for r, p in zip(routes, final)},
-             "weights_loco": {n: {r: float(p[0]) for r, p in zip(routes, ps)} for n, (ps, _) in loco.items()},
+            {"rows": rows, "summary": res,
+             "held_out_models": {c: m.to_dict() for c, m in held.items()},
              "settings": vars(args)}, indent=1, default=str) + "\n")
     return 0
 
