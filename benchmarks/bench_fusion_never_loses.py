@@ -42,15 +42,8 @@ from lar.fusion.adaptive import adaptive_fusion
 from lar.fusion.model import load_model
 from lar.fusion.policies import fuse
 from lar_evals.fit import load_set
-from lar_evals.fit_subsets import DecisionBatch, SubsetCase, fit_decisions, leave_one_corpus_out, to_model
+from lar_evals.fit_subsets_cli import COST_MS, SUBSETS, fit_all, ndcg10, sample, subset_routes
 
-SUBSETS = {"all": None,
-           "lexical": ("names", "grep", "trigram", "symbols", "bm25", "derived"),
-           "lexical+static": ("names", "grep", "trigram", "symbols", "bm25", "derived", "static", "fuzzy"),
-           "dense+late": ("dense", "late"),
-           "grep+bm25+static": ("grep", "bm25", "static")}
-COST_MS = {"names": 30, "symbols": 15, "trigram": 15, "fuzzy": 5, "grep": 296, "bm25": 385,
-           "derived": 1055, "sparse": 1000, "static": 1121, "dense": 1607, "late": 9932}
 SCANNING = ("grep", "static", "dense", "late")
 NORM = "zscore"
 
@@ -75,52 +68,8 @@ def at_timebox(lists, timebox: float):
     return out, partial
 
 
-def ndcg10(ranking, qrels):
-    ideal = sorted((g for g in qrels.values() if g > 0), reverse=True)[:10]
-    idcg = sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
-    dcg = sum((2 ** qrels.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranking[:10]))
-    return dcg / idcg if idcg > 0 else 0.0
-
-
 def load(specs, max_queries: int, depth: int):
-    sets = {}
-    for name, beir, split, runs in specs:
-        fs = load_set(beir, split, runs)
-        qids = sorted(fs.lists)
-        random.Random(0).shuffle(qids)
-        qids = sorted(qids[:max_queries])
-        sets[name] = {"qrels": {q: fs.qrels[q] for q in qids},
-                      "lists": {q: {r: v[:depth] for r, v in fs.lists[q].items() if v} for q in qids}}
-    return sets
-
-
-def subset_routes(data, subset):
-    have = sorted({r for per in data["lists"].values() for r in per})
-    spec = SUBSETS[subset]
-    return have if spec is None else [r for r in have if r in spec]
-
-
-def fit_cases(sets, routes, boxes):
-    """The fit's cases (:mod:`lar_evals.fit_subsets`): every set over every layer subset of
-    :data:`SUBSETS` and over the routes each timebox leaves complete (at least two routes)."""
-    cases = []
-    for name, data in sets.items():
-        seen = set()
-        qs = sorted(data["qrels"])
-        for subset in SUBSETS:
-            sub = subset_routes(data, subset)
-            for tb in sorted(boxes, reverse=True):
-                present = tuple(r for r in sub if COST_MS.get(r, 100) / 1000.0 <= tb)
-                if len(present) < 2 or present in seen:
-                    continue
-                seen.add(present)
-                means = {r: float(np.mean([ndcg10([d for d, _ in data["lists"][q].get(r, [])], data["qrels"][q])
-                                           for q in qs])) for r in present}
-                best = max(means, key=lambda r: (means[r], r))
-                batch = DecisionBatch([{r: v for r, v in data["lists"][q].items() if r in present} for q in qs],
-                                      [data["qrels"][q] for q in qs], routes, NORM)
-                cases.append(SubsetCase(name, f"{subset}@{tb:g}", present, batch, best, means[best]))
-    return cases
+    return {name: sample(load_set(beir, split, runs), max_queries, depth) for name, beir, split, runs in specs}
 
 
 def score_cell(data, sub, timebox, models):
@@ -179,34 +128,20 @@ def main(argv=None) -> int:
     ap.add_argument("--depth", type=int, default=100)
     ap.add_argument("--timeboxes", default="0.1,0.5,2,inf")
     ap.add_argument("--old-model", default=None, help="the current default's model (default: the packaged one)")
-    ap.add_argument("--new-model", default=None,
-                    help="the new default's model (default: the packaged one); the minimax fit, held "
-                         "out per corpus, is scored beside it")
-    ap.add_argument("--default-weight", type=float, default=0.25,
-                    help="the weight of a route no set had (default 0.25)")
+    ap.add_argument("--default-weight", type=float, default=0.1,
+                    help="the weight of a route no set had (default 0.1)")
     ap.add_argument("--fit-out", default=None, help="write the model fitted on every case here")
     ap.add_argument("--out", default=None, help="prefix of the .json results")
     args = ap.parse_args(argv)
     t0 = time.time()
     old = load_model(args.old_model)
     sets = load(args.set, args.max_queries, args.depth)
-    routes = sorted({r for d in sets.values() for per in d["lists"].values() for r in per})
     boxes = [math.inf if b.strip() == "inf" else float(b) for b in args.timeboxes.split(",")]
-    cases = fit_cases(sets, routes, boxes)
-    print(f"{len(cases)} cases, {time.time() - t0:.0f} s", flush=True)
-    loco = leave_one_corpus_out(cases, routes)
-    print(f"leave-one-corpus-out fits, {time.time() - t0:.0f} s", flush=True)
-    trained = tuple(f"{n} ({len(d['qrels'])} queries)" for n, d in sets.items())
-    held = {c: to_model(f, routes, args.default_weight, name=f"without-{c}") for c, f in loco.items()}
+    final, held, cases, _ = fit_all(sets, args.default_weight)
+    print(f"{len(cases)} cases fitted, each corpus left out in turn and all together, {time.time() - t0:.0f} s",
+          flush=True)
     if args.fit_out:
-        final = fit_decisions(cases, routes)
-        info = {"fit": "lar_evals.fit_subsets (benchmarks/bench_fusion_never_loses.py): minimax gap to each "
-                       "case's best route, cases = sets x layer subsets x timeboxes",
-                "held_out": {f"{c.corpus}/{c.subset}": {"new": round(v, 4), "best": round(c.best, 4),
-                                                        "best_route": c.best_route}
-                             for (c, v) in ((c, loco[c.corpus].ndcg(c)) for c in cases)}}
-        model = to_model(final, routes, args.default_weight, name="adaptive-subsets", trained_on=trained, info=info)
-        model.save(args.fit_out)
+        final.save(args.fit_out)
         print(f"wrote {args.fit_out}", flush=True)
     rows = []
     print("| set | layers | timebox s | best route | best | rrf | route-unique | previous | cheap | new | "

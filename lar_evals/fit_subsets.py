@@ -27,7 +27,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from lar.fusion.decide import EXACT_ROUTES, ExactRule, FollowRule, kind, signature
+from lar.fusion.decide import EXACT_ROUTES, ExactRule, FollowRule, in_list_order, kind, signature
 from lar.fusion.model import FusionModel, RouteWeights
 from lar_evals.errors import EvalConfigError
 from lar_evals.fit_data import query_data
@@ -50,6 +50,7 @@ class DecisionBatch:
 
     def __init__(self, lists: Sequence[Mapping[str, list]], qrels: Sequence[Mapping[str, int]],
                  routes: Sequence[str], norm: str = "zscore") -> None:
+        lists = [{r: in_list_order(v) for r, v in ls.items()} for ls in lists]  # as lar fuses them
         qds = [query_data(ls, routes, qr, norm) for ls, qr in zip(lists, qrels)]
         self.routes = list(routes)
         self.kinds = kind_names(routes)
@@ -80,7 +81,8 @@ class DecisionBatch:
 
     def weights(self, params: np.ndarray, totals: np.ndarray | None = None) -> np.ndarray:
         """Per query and route the weight: the base weight, and with ``totals`` (per kind of
-        :attr:`kinds`) that share of its kind's total among the routes the query has lists of."""
+        :attr:`kinds`) that share of its kind's total among the routes the query has usable
+        lists of."""
         w = np.maximum(0.0, params[:, 0])[None, :] * self.usable
         if totals is not None:
             per_kind = (w @ self.kind_of) @ self.kind_of.T                  # the kind's sum, per route

@@ -16,7 +16,7 @@ import math
 from dataclasses import replace
 from typing import Any, Mapping
 
-from lar.fusion.decide import decided_order, followed, kind, pins, signature
+from lar.fusion.decide import decided_order, followed, in_list_order, kind, pins, signature
 from lar.fusion.model import load_model
 from lar.fusion.partial import guarded_scores, positional_scores
 from lar.fusion.probe import probe_runs
@@ -27,6 +27,20 @@ from lar.fusion.units import by_unit, unit_scores
 
 # how many leading keys of each finished route a cut-short route is checked against
 PARTIAL_DEPTH = 10
+# a cut-short route re-sorts the keys it scored only when it orders at least this share of the
+# pairs of the cheap stage's leading keys it scored as the cheap stage does (else the finished
+# routes' order stands: a partial scan that contradicts them cannot pull below them)
+PARTIAL_CONCORDANCE = 0.7
+
+
+def concordance(order, values) -> float:
+    """Share of the pairs of ``order``'s keys that ``values`` (``{key: value}``) scored which it
+    orders as ``order`` does (ties count half); 1 with fewer than two such keys."""
+    scored = [values[key] for key in order if key in values]
+    pairs = [(a, b) for i, a in enumerate(scored) for b in scored[i + 1:]]
+    if not pairs:
+        return 1.0
+    return sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs) / len(pairs)
 
 
 def partial_factors(runs: Runs, partial, depth: int = PARTIAL_DEPTH) -> dict[str, float]:
@@ -77,7 +91,7 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     k = check_k(k)
     table = collect(runs)
     model = load_model(model)
-    dedup = {r: table.distinct(r) for r in table.routes}
+    dedup = {r: in_list_order(table.distinct(r)) for r in table.routes}
     cut = [r for r in table.routes if r in partial and dedup[r]]
     finished = [r for r in table.routes if r not in partial and dedup[r]]
     if guard_slots and cut and finished:
@@ -124,8 +138,10 @@ def guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, uni
     lists = dedup if units is None else {r: by_unit(items, units) for r, items in dedup.items()}
     sig = signature(r for r in table.routes if dedup[r])
     probes, fits, weights, live = weigh(lists, model, partial, backgrounds, sig)
-    values = [(w, vals, floor) for r, w, vals, floor in live if r in partial]
     unit_of = None if units is None else (lambda key: units.get(key, key))
+    top = [it.key if unit_of is None else unit_of(it.key) for it in cheap[:PARTIAL_DEPTH]]
+    values = [(w, vals, floor) for r, w, vals, floor in live
+              if r in partial and concordance(top, vals) >= PARTIAL_CONCORDANCE]
     scores = guarded_scores(list(table.cands), [(it.key, it.score) for it in cheap], values, unit_of)
     pinned = pins(dedup, model.exact, partial)  # a partial route cannot unpin what the cheap stage pinned
     if pinned:
@@ -162,4 +178,4 @@ def weigh(lists, model, partial, backgrounds, sig=None):
     return probes, fits, weights, live
 
 
-__all__ = ["PARTIAL_DEPTH", "adaptive_fusion", "balanced", "decided", "guarded", "partial_factors", "weigh"]
+__all__ = ["PARTIAL_CONCORDANCE", "PARTIAL_DEPTH", "adaptive_fusion", "balanced", "concordance", "decided", "guarded", "partial_factors", "weigh"]

@@ -1,6 +1,6 @@
 """Knowing when not to fuse: the route set's signature, exact-match pins and the follow rule.
 
-Three per-query decisions of :func:`lar.fusion.adaptive.adaptive_fusion`, each read from the
+First, a route's list is read in its own order (:func:`in_list_order`). Then three per-query decisions of :func:`lar.fusion.adaptive.adaptive_fusion`, each read from the
 model (:class:`lar.fusion.model.FusionModel`) and the lists alone, no labels:
 
 * **Which weights.** The routes a query has lists from (the layers the user selected, less the
@@ -82,6 +82,18 @@ class FollowRule:
         return {"agreement_below": self.agreement_below, "min_ratio": self.min_ratio}
 
 
+def in_list_order(items: Sequence[tuple[Key, float]]) -> list[tuple[Key, float]]:
+    """A route's list with its scores made to follow its order: a layer that ranks by more than
+    its score (a refine layer such as ``fuzzy`` orders its pool by a key of its own) lists a key
+    above one it scored higher, and fusing by score would undo that ranking. The list's own
+    scores, sorted, are handed out by position, so the background fit and the scale see the
+    same values. A list already best-first by score is returned as it is."""
+    scores = [s for _, s in items]
+    if all(a >= b for a, b in zip(scores, scores[1:])):
+        return list(items)
+    return [(key, s) for (key, _), s in zip(items, sorted(scores, reverse=True))]
+
+
 def pins(lists: Mapping[str, Sequence[tuple[Key, float]]], rule: ExactRule | None,
          skip: Iterable[str] = ()) -> dict[Key, int]:
     """``{key: how many short exact-match lists hold it}`` (routes in ``skip``, e.g. cut short
@@ -129,4 +141,4 @@ def decided_order(order: Sequence[Key], pinned: Mapping[Key, int],
 
 
 __all__ = ["EXACT_ROUTES", "ExactRule", "FollowRule", "KINDS", "LEXICAL", "decided_order", "followed",
-           "kind", "pins", "signature"]
+           "in_list_order", "kind", "pins", "signature"]

@@ -222,3 +222,31 @@ def test_a_model_with_every_decision_round_trips_through_json(tmp_path):
     back = load_model(tmp_path / "m.json")
     assert back.to_dict() == m.to_dict() and back.exact.max_hits == 10 and back.follow.min_ratio == 2.0
     assert back.weights_for("bm25", "lexical").base == 2.0 and back.weights_for("bm25").base == 1.0
+
+
+def test_a_route_is_read_in_its_own_order():
+    from lar.fusion.decide import in_list_order
+
+    # a refine layer lists by its own key: its scores are not best-first
+    items = [("a", 70.0), ("b", 90.0), ("c", 80.0)]
+    assert in_list_order(items) == [("a", 90.0), ("b", 80.0), ("c", 70.0)]
+    assert in_list_order([("a", 2.0), ("b", 2.0), ("c", 1.0)]) == [("a", 2.0), ("b", 2.0), ("c", 1.0)]
+    fuzzy = [(f"d{i}", float(s)) for i, s in enumerate([60, 90, 70, 85] + list(range(50, 34, -1)))]
+    assert fused({"fuzzy": fuzzy}, FusionModel({}, RouteWeights(1.0), norm="zscore")) == [f"d{i}" for i in range(10)]
+
+
+def test_a_cut_short_route_that_contradicts_the_finished_ones_is_left_out():
+    from lar.fusion.adaptive import concordance
+
+    assert concordance(["a", "b", "c"], {"a": 3.0, "b": 2.0, "c": 1.0}) == 1.0
+    assert concordance(["a", "b", "c"], {"a": 1.0, "b": 2.0, "c": 3.0}) == 0.0
+    assert concordance(["a", "b", "c"], {"b": 1.0}) == 1.0  # one scored key: nothing to contradict
+    bm25 = ranked("d")
+    model = FusionModel({"bm25": RouteWeights(1.0), "late": RouteWeights(4.0)}, norm="zscore")
+    # late read d0..d19 but ranks them backwards: the cheap stage's order stands
+    backwards = ranked([f"d{i}" for i in range(19, -1, -1)])
+    assert fused({"bm25": bm25, "late": backwards}, model, partial=["late"]) == [f"d{i}" for i in range(10)]
+    # late agrees on most pairs and swaps d0 and d1: it re-sorts what it read
+    swapped = ranked(["d1", "d0"] + [f"d{i}" for i in range(2, 20)])
+    assert fused({"bm25": bm25, "late": swapped}, model, partial=["late"])[:2] == ["d1", "d0"]
+
