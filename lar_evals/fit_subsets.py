@@ -82,7 +82,7 @@ class DecisionBatch:
     def weights(self, params: np.ndarray, totals: np.ndarray | None = None) -> np.ndarray:
         """Per query and route the weight: the base weight, and with ``totals`` (per kind of
         :attr:`kinds`) that share of its kind's total among the routes the query has usable
-        lists of."""
+        lists of (:func:`lar.fusion.adaptive.balanced`)."""
         w = np.maximum(0.0, params[:, 0])[None, :] * self.usable
         if totals is not None:
             per_kind = (w @ self.kind_of) @ self.kind_of.T                  # the kind's sum, per route
@@ -246,8 +246,10 @@ def to_model(fit: Decisions, routes: Sequence[str], default: float, fitted_route
     glob = {r: RouteWeights(float(p[0])) for r, p in zip(routes, fit.params) if r in fitted}
     subsets = {}
     for sig, params in fit.by_signature.items():
-        subsets[sig] = {r: RouteWeights(float(p[0])) for r, p in zip(routes, params)
-                        if r in fitted and float(p[0]) != float(fit.params[routes.index(r), 0])}
+        table = {r: RouteWeights(float(p[0])) for r, p in zip(routes, params)
+                 if r in fitted and float(p[0]) != float(fit.params[routes.index(r), 0])}
+        if table:  # a signature whose fit kept the global weights needs no table
+            subsets[sig] = table
     exact = ExactRule(EXACT_ROUTES, int(fit.max_hits))
     kinds = {} if fit.totals is None else {k: float(t) for k, t in zip(kind_names(routes), fit.totals)}
     return FusionModel(glob, RouteWeights(default), norm="zscore", subsets=subsets, exact=exact,

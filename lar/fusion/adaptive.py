@@ -152,7 +152,8 @@ def guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, uni
 
 def balanced(weights: Mapping[str, float], kinds: Mapping[str, float]) -> dict[str, float]:
     """Each route's weight as its share of its kind's total (``kinds``) among the routes of that
-    kind here; a kind not in ``kinds`` keeps its weights."""
+    kind here (five lexical layers together weigh what one would; a weak layer alone gets its
+    kind's whole total); a kind not in ``kinds`` keeps its weights."""
     if not kinds:
         return dict(weights)
     sums: dict[str, float] = {}

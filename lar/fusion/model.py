@@ -61,7 +61,7 @@ class FusionModel:
     per-query decisions of :mod:`lar.fusion.decide` (None: off). ``kinds`` (``{kind: total}``,
     :func:`lar.fusion.decide.kind`) balances the routes of one kind: each route's weight becomes
     its share of the kind's total among the routes of that kind the query has, so five lexical
-    layers together weigh what one would (empty: no balancing)."""
+    layers together weigh what one would (:func:`lar.fusion.adaptive.balanced`; empty: none)."""
 
     routes: Mapping[str, RouteWeights] = field(default_factory=dict)
     default: RouteWeights = RouteWeights()

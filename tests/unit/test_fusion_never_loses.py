@@ -40,13 +40,12 @@ def queries(seed, n=40):
 
 
 def test_one_strong_route_among_noisy_ones_is_not_diluted():
-    # the packaged model: late strong, the layers the fit found weak (static, derived) and one
-    # it never saw (sparse) pure noise
+    # the packaged model: late strong, the layer kind the fit found weak (static: a quarter of
+    # late's total) pure noise
     model = load_model(None)
     best, got = [], []
     for rng, rel in queries(1):
-        runs = {"late": route_list(rng, rel, 4.0), "static": route_list(rng, rel, 0.0),
-                "derived": route_list(rng, rel, 0.0), "sparse": route_list(rng, rel, 0.0)}
+        runs = {"late": route_list(rng, rel, 4.0), "static": route_list(rng, rel, 0.0)}
         best.append(ndcg10([d for d, _ in runs["late"]], rel))
         got.append(ndcg10(fused(runs, model), rel))
     b, g = sum(best) / len(best), sum(got) / len(got)
@@ -126,8 +125,7 @@ def test_a_cut_short_route_alone_with_no_weighted_route_does_not_take_over():
 def test_a_missing_route_changes_nothing_and_an_unknown_route_is_not_trusted_blindly():
     model = load_model(None)
     assert model.default.base < 1.0  # a layer the fit never saw does not get full weight
-    for r in ("symbols", "trigram", "names", "sparse"):
-        assert r in model.routes, f"{r} has a fitted weight"
+    assert model.weights_for("names").base < 1.0  # no training set had names: the default
     rng = random.Random(4)
     rel = {"d1", "d2", "d3"}
     runs = {"bm25": route_list(rng, rel, 3.0), "grep": route_list(rng, rel, 2.0)}
@@ -211,9 +209,7 @@ def test_kind_totals_balance_many_layers_of_one_kind():
     rng = random.Random(8)
     runs = {r: route_list(rng, {"d1"}, 2.0) for r in ("bm25", "grep", "dense")}
     w = adaptive_fusion(runs, model=model)[2]
-    assert w == pytest.approx({"bm25": 0.5, "grep": 1.5, "dense": 1.0})
-
-
+    assert w == pytest.approx({"bm25": 0.5, "grep": 1.5, "dense": 1.0})  # lexical: 2 * (1, 3) / 4
 def test_a_model_with_every_decision_round_trips_through_json(tmp_path):
     m = FusionModel({"bm25": RouteWeights(1.0)}, RouteWeights(0.1), norm="zscore",
                     subsets={"lexical": {"bm25": RouteWeights(2.0)}}, exact=ExactRule(("grep",), 10),
