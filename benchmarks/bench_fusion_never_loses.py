@@ -8,16 +8,17 @@
 Reads recorded route lists (``route-lists.jsonl.gz`` of ``lar eval beir``; nothing is searched
 again), on a seeded sample of each set's queries, each route's list cut to ``--depth``.
 
-1. **Fit.** Every set over every layer subset of :data:`SUBSETS` it has (at least two routes)
-   is one case of :mod:`lar_evals.fit_minimax`; the weights are fitted leave-one-corpus-out
-   (on the other sets' cases) and, for ``--fit-out``, once on all cases (written as a model; the
-   packaged one is not this fit, see the results note).
-2. **Score.** For each set, subset and timebox: the best single route, RRF, the current default
-   (``--old-model``, the model this branch started from, without the slot guard) and the new
-   default (the weights fitted without this set, with the slot guard), all through lar's own
-   fusion (:func:`lar.fusion.adaptive.adaptive_fusion` on the documents' lists, as the fit
-   harness fuses), nDCG@10, and the gap new - best. ``cheap`` is the new default over the
-   routes the timebox left complete (the stage a cut-short layer must not pull below).
+1. **Fit.** :func:`lar_evals.fit_subsets_cli.fit_all`: every set over every layer subset of
+   :data:`SUBSETS` and over the routes each timebox leaves complete is one case of
+   :mod:`lar_evals.fit_subsets`; the model is fitted leave-one-corpus-out (on the other sets'
+   cases) and, for ``--fit-out``, once on all cases (what ``python -m lar_evals fit --method
+   subsets`` packages).
+2. **Score.** For each set, subset and timebox: the best single route, RRF, route-unique, the
+   previous default (``--old-model``) and the new default (the model fitted without this set),
+   all through lar's own fusion (:func:`lar.fusion.adaptive.adaptive_fusion` on the documents'
+   lists, with the slot guard), nDCG@10, and the gap to the best route. ``cheap`` is the new
+   default over the routes the timebox left complete (the stage a cut-short layer must not
+   pull below).
 
 Timeboxes are simulated on the recorded lists, from :data:`COST_MS` (mean single-route query
 times of ``benchmarks/results/2026-11-30-evals-stdlib-mixed.json``, 2 loaded cores): a scanning
