@@ -337,9 +337,14 @@ def add_arguments(parser) -> Any:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--norms", default=",".join(NORMS),
                         help=f"comma-separated normalisations to try (default {','.join(NORMS)})")
-    parser.add_argument("--method", choices=METHODS, default="listwise",
+    parser.add_argument("--method", choices=METHODS + ("subsets",), default="listwise",
                         help="listwise: a softmax loss with an L2 pull towards equal weights (default); "
-                             "ascent: coordinate ascent over weight grids on nDCG@10")
+                             "ascent: coordinate ascent over weight grids on nDCG@10; subsets: the packaged "
+                             "default's fit, per layer subset and timebox against each one's best route, "
+                             "leave-one-corpus-out (lar_evals.fit_subsets_cli)")
+    parser.add_argument("--max-queries", type=int, default=None,
+                        help="subsets: a seeded sample of each set's queries (default: all)")
+    parser.add_argument("--depth", type=int, default=100, help="subsets: each route's list cut to this (default 100)")
     parser.add_argument("--l2", type=float, default=L2,
                         help=f"listwise: the pull towards equal weights (default {L2})")
     parser.add_argument("--select", choices=SELECTS, default="train",
@@ -367,6 +372,10 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def run(args) -> int:
+    if args.method == "subsets":
+        from lar_evals.fit_subsets_cli import run_subsets
+
+        return run_subsets(args, load_set)
     train = [load_set(*spec) for spec in args.set]
     holdout = [load_set(*spec) for spec in args.holdout]
     norms = [n.strip() for n in args.norms.split(",") if n.strip()]

@@ -16,17 +16,31 @@ import math
 from dataclasses import replace
 from typing import Any, Mapping
 
+from lar.fusion.decide import decided_order, followed, in_list_order, kind, pins, signature
 from lar.fusion.model import load_model
-from lar.fusion.partial import guarded_scores
+from lar.fusion.partial import guarded_scores, positional_scores
 from lar.fusion.probe import probe_runs
-from lar.fusion.rrf import DEFAULT_C, rrf_table
+from lar.fusion.rrf import DEFAULT_C, rrf
 from lar.fusion.scales import route_values
-from lar.fusion.table import Key, Runs, by_score, check_k, collect
+from lar.fusion.table import Key, Runs, by_score, check_k, collect, ordered
 from lar.fusion.units import by_unit, unit_scores
-from lar.fusion.weight_bounds import can_weigh
 
 # how many leading keys of each finished route a cut-short route is checked against
 PARTIAL_DEPTH = 10
+# a cut-short route re-sorts the keys it scored only when it orders at least this share of the
+# pairs of the cheap stage's leading keys it scored as the cheap stage does (else the finished
+# routes' order stands: a partial scan that contradicts them cannot pull below them)
+PARTIAL_CONCORDANCE = 0.7
+
+
+def concordance(order, values) -> float:
+    """Share of the pairs of ``order``'s keys that ``values`` (``{key: value}``) scored which it
+    orders as ``order`` does (ties count half); 1 with fewer than two such keys."""
+    scored = [values[key] for key in order if key in values]
+    pairs = [(a, b) for i, a in enumerate(scored) for b in scored[i + 1:]]
+    if not pairs:
+        return 1.0
+    return sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs) / len(pairs)
 
 
 def partial_factors(runs: Runs, partial, depth: int = PARTIAL_DEPTH) -> dict[str, float]:
@@ -69,27 +83,50 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     best key (the highest score of the key-level fusion with the same weights) carries the
     unit's score; its other keys keep their own score, capped at the unit's, so they do not
     crowd the top. This is what ``python -m lar_evals fit`` fits on (one document = one unit).
-    Keys missing from ``units`` are their own unit."""
+    Keys missing from ``units`` are their own unit.
+
+    The weights are the model's for the signature of the routes that listed something
+    (:func:`lar.fusion.decide.signature`), and the fused order then goes through the model's
+    per-query decisions (:func:`decided`: exact-match pins, follow or combine)."""
     k = check_k(k)
     table = collect(runs)
     model = load_model(model)
-    dedup = {r: table.distinct(r) for r in table.routes}
+    dedup = {r: in_list_order(table.distinct(r)) for r in table.routes}
     cut = [r for r in table.routes if r in partial and dedup[r]]
     finished = [r for r in table.routes if r not in partial and dedup[r]]
     if guard_slots and cut and finished:
         return guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, units)
-    # falls back to places when no route's unit list carries signal (none can: no weighing)
-    if units is not None and can_weigh(model, list(dedup)):
+    sig = signature(r for r in table.routes if dedup[r])
+    if units is not None:  # falls back to places when no route's unit list carries signal
         lists = {r: by_unit(items, units) for r, items in dedup.items()}
-        probes, fits, weights, live = weigh(lists, model, partial, backgrounds)
+        probes, fits, weights, live = weigh(lists, model, partial, backgrounds, sig)
         if live:
             scores = unit_scores(table, dedup, units, live, weights, model.norm, backgrounds)
-            return by_score(table, scores, k), probes, weights, fits
-    probes, fits, weights, live = weigh(dedup, model, partial, backgrounds)
+            return decided(table, scores, k, model, dedup, probes, weights, partial), probes, weights, fits
+    probes, fits, weights, live = weigh(dedup, model, partial, backgrounds, sig)
     if not live:
-        return rrf_table(table, k, c), probes, weights, fits
+        fallback = rrf(runs, k, c)
+        if not pins(dedup, model.exact, partial):
+            return fallback, probes, weights, fits
+        scores = {it.key: it.score for it in rrf(runs, None, c)}
+        return decided(table, scores, k, model, dedup, probes, weights, partial), probes, weights, fits
     scores = {key: math.fsum(w * vals.get(key, floor) for _, w, vals, floor in live) for key in table.cands}
-    return by_score(table, scores, k), probes, weights, fits
+    return decided(table, scores, k, model, dedup, probes, weights, partial), probes, weights, fits
+
+
+def decided(table, scores, k, model, dedup, probes, weights, partial):
+    """The fused items of ``scores`` after the model's per-query decisions
+    (:mod:`lar.fusion.decide`): the most trusted complete route followed when it stands alone
+    (others only breaking its ties), and the keys of short exact-match lists pinned on top.
+    Without either, exactly :func:`lar.fusion.table.by_score`."""
+    pinned = pins(dedup, model.exact, partial)
+    lead = followed({r: w for r, w in weights.items() if r not in partial},
+                    {r: p.agreement for r, p in probes.items()}, model.follow)
+    if not pinned and lead is None:
+        return by_score(table, scores, k)
+    order = decided_order([cand.key for cand in ordered(table, scores)], pinned,
+                          dict(dedup[lead]) if lead is not None else None)
+    return by_score(table, positional_scores(order, scores), k)
 
 
 def guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, units):
@@ -99,18 +136,39 @@ def guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, uni
     of all routes together (the report shows the partial factors)."""
     cheap = adaptive_fusion({r: runs[r] for r in finished}, None, model, c, (), backgrounds, units)[0]
     lists = dedup if units is None else {r: by_unit(items, units) for r, items in dedup.items()}
-    probes, fits, weights, live = weigh(lists, model, partial, backgrounds)
-    values = [(w, vals, floor) for r, w, vals, floor in live if r in partial]
+    sig = signature(r for r in table.routes if dedup[r])
+    probes, fits, weights, live = weigh(lists, model, partial, backgrounds, sig)
     unit_of = None if units is None else (lambda key: units.get(key, key))
+    top = [it.key if unit_of is None else unit_of(it.key) for it in cheap[:PARTIAL_DEPTH]]
+    values = [(w, vals, floor) for r, w, vals, floor in live
+              if r in partial and concordance(top, vals) >= PARTIAL_CONCORDANCE]
     scores = guarded_scores(list(table.cands), [(it.key, it.score) for it in cheap], values, unit_of)
+    pinned = pins(dedup, model.exact, partial)  # a partial route cannot unpin what the cheap stage pinned
+    if pinned:
+        order = decided_order([cand.key for cand in ordered(table, scores)], pinned)
+        scores = positional_scores(order, scores)
     return by_score(table, scores, k), probes, weights, fits
 
 
-def weigh(lists, model, partial, backgrounds):
+def balanced(weights: Mapping[str, float], kinds: Mapping[str, float]) -> dict[str, float]:
+    """Each route's weight as its share of its kind's total (``kinds``) among the routes of that
+    kind here (five lexical layers together weigh what one would; a weak layer alone gets its
+    kind's whole total); a kind not in ``kinds`` keeps its weights."""
+    if not kinds:
+        return dict(weights)
+    sums: dict[str, float] = {}
+    for r, w in weights.items():
+        sums[kind(r)] = sums.get(kind(r), 0.0) + w
+    return {r: (w / sums[kind(r)] * kinds[kind(r)] if kind(r) in kinds and sums[kind(r)] > 0 else w)
+            for r, w in weights.items()}
+
+
+def weigh(lists, model, partial, backgrounds, sig=None):
     """Probes, background fits and weights of ``lists`` (``{route: [(key, score), ...]}``
-    distinct keys, best first), and the live routes as ``(route, weight, values, floor)``."""
+    distinct keys, best first), and the live routes as ``(route, weight, values, floor)``;
+    ``sig``: the signature whose fitted weights apply (None: the model's global ones)."""
     probes, fits = probe_runs(lists)
-    weights = {r: model.weights_for(r).weight(probes[r]) for r in lists}
+    weights = balanced({r: model.weights_for(r, sig).weight(probes[r]) for r in lists}, model.kinds)
     for r, f in partial_factors(lists, partial).items():  # on the lists it fuses (units or places)
         weights[r] *= f
         probes[r] = replace(probes[r], partial_factor=f)
@@ -121,4 +179,4 @@ def weigh(lists, model, partial, backgrounds):
     return probes, fits, weights, live
 
 
-__all__ = ["PARTIAL_DEPTH", "adaptive_fusion", "guarded", "partial_factors", "weigh"]
+__all__ = ["PARTIAL_CONCORDANCE", "PARTIAL_DEPTH", "adaptive_fusion", "balanced", "concordance", "decided", "guarded", "partial_factors", "weigh"]

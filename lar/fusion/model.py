@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from lar.core.errors import ConfigError
+from lar.fusion.decide import ExactRule, FollowRule
 from lar.fusion.probe import EVIDENCE_CAP, RouteProbe
 from lar.store.cas import atomic_write
 
@@ -52,7 +53,15 @@ class RouteWeights:
 
 @dataclass(frozen=True)
 class FusionModel:
-    """Per-route weights of :func:`adaptive`; ``default`` serves routes not in ``routes``."""
+    """Per-route weights of :func:`adaptive`; ``default`` serves routes not in ``routes``.
+
+    ``subsets`` (``{signature: {route: RouteWeights}}``, :func:`lar.fusion.decide.signature`)
+    holds weights fitted for one set of layer kinds; a query whose routes have that signature
+    reads them first (then ``routes``, then ``default``). ``exact`` and ``follow`` are the
+    per-query decisions of :mod:`lar.fusion.decide` (None: off). ``kinds`` (``{kind: total}``,
+    :func:`lar.fusion.decide.kind`) balances the routes of one kind: each route's weight becomes
+    its share of the kind's total among the routes of that kind the query has, so five lexical
+    layers together weigh what one would (:func:`lar.fusion.adaptive.balanced`; empty: none)."""
 
     routes: Mapping[str, RouteWeights] = field(default_factory=dict)
     default: RouteWeights = RouteWeights()
@@ -60,6 +69,10 @@ class FusionModel:
     trained_on: tuple[str, ...] = ()
     info: Mapping[str, Any] = field(default_factory=dict)
     norm: str = "evidence"
+    subsets: Mapping[str, Mapping[str, RouteWeights]] = field(default_factory=dict)
+    exact: ExactRule | None = None
+    follow: FollowRule | None = None
+    kinds: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.norm not in MODEL_NORMS:
@@ -67,18 +80,42 @@ class FusionModel:
         for r, w in self.routes.items():
             if not isinstance(r, str) or not isinstance(w, RouteWeights):
                 raise ConfigError(f"FusionModel.routes must map route names to RouteWeights; got {r!r}: {w!r}")
+        for sig, table in self.subsets.items():
+            if not isinstance(sig, str) or not all(isinstance(w, RouteWeights) for w in table.values()):
+                raise ConfigError(f"FusionModel.subsets must map signatures to {{route: RouteWeights}}; got {sig!r}")
+        for k, v in self.kinds.items():
+            if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, (int, float)) \
+                    or not math.isfinite(v) or v < 0:
+                raise ConfigError(f"FusionModel.kinds must map kinds to numbers >= 0; got {k!r}: {v!r}")
+        object.__setattr__(self, "kinds", MappingProxyType(dict(self.kinds)))
         object.__setattr__(self, "routes", MappingProxyType(dict(self.routes)))
+        object.__setattr__(self, "subsets", MappingProxyType(
+            {sig: MappingProxyType(dict(t)) for sig, t in self.subsets.items()}))
         object.__setattr__(self, "trained_on", tuple(self.trained_on))
         object.__setattr__(self, "info", MappingProxyType(dict(self.info)))
 
-    def weights_for(self, route: str) -> RouteWeights:
+    def weights_for(self, route: str, signature: str | None = None) -> RouteWeights:
+        """``route``'s weights for a query whose routes have ``signature`` (None: the global ones)."""
+        fitted = self.subsets.get(signature) if signature is not None else None
+        if fitted is not None and route in fitted:
+            return fitted[route]
         return self.routes.get(route, self.default)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": 1, "kind": "lar-adaptive-fusion", "name": self.name, "norm": self.norm,
-                "trained_on": list(self.trained_on), "default": self.default.to_dict(),
-                "routes": {r: w.to_dict() for r, w in sorted(self.routes.items())},
-                "info": dict(self.info)}
+        out = {"schema": 1, "kind": "lar-adaptive-fusion", "name": self.name, "norm": self.norm,
+               "trained_on": list(self.trained_on), "default": self.default.to_dict(),
+               "routes": {r: w.to_dict() for r, w in sorted(self.routes.items())}}
+        if self.subsets:
+            out["subsets"] = {sig: {r: w.to_dict() for r, w in sorted(t.items())}
+                              for sig, t in sorted(self.subsets.items())}
+        if self.exact is not None:
+            out["exact"] = self.exact.to_dict()
+        if self.follow is not None:
+            out["follow"] = self.follow.to_dict()
+        if self.kinds:
+            out["kinds"] = dict(sorted(self.kinds.items()))
+        out["info"] = dict(self.info)
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "model") -> "FusionModel":
@@ -88,13 +125,20 @@ class FusionModel:
         try:
             routes = {r: RouteWeights(**w) for r, w in (d.get("routes") or {}).items()}
             default = RouteWeights(**(d.get("default") or {}))
-        except TypeError as exc:
+            subsets = {sig: {r: RouteWeights(**w) for r, w in t.items()}
+                       for sig, t in (d.get("subsets") or {}).items()}
+        except (TypeError, AttributeError) as exc:
             raise ConfigError(f"{source}: bad route weights ({exc}); expected base/signal/agree") from None
+        try:
+            exact = ExactRule(**d["exact"]) if d.get("exact") is not None else None
+            follow = FollowRule(**d["follow"]) if d.get("follow") is not None else None
+        except TypeError as exc:
+            raise ConfigError(f"{source}: bad exact/follow rule ({exc})") from None
         norm = d.get("norm", "evidence")
         if norm not in MODEL_NORMS:
             raise ConfigError(f"{source}: unknown norm {norm!r}; valid: {', '.join(MODEL_NORMS)}")
         return cls(routes, default, str(d.get("name", "model")), tuple(d.get("trained_on", ())),
-                   dict(d.get("info") or {}), norm)
+                   dict(d.get("info") or {}), norm, subsets, exact, follow, dict(d.get("kinds") or {}))
 
     def save(self, path: str | Path) -> None:
         atomic_write(Path(path), (json.dumps(self.to_dict(), indent=2) + "\n").encode())

@@ -115,24 +115,6 @@ def _pool(n=60, seed=0):
         {f"{h}:{10 * i}-{10 * i + 5}": h for i, h in enumerate(hs)}
 
 
-@pytest.mark.parametrize("model", [None, FusionModel(name="equal"),
-                                   FusionModel({"bm25": RouteWeights(0.0, -0.1, 0.3)}, RouteWeights(0.1))])
-@pytest.mark.parametrize("two", [False, True])
-def test_adaptive_fusion_skipping_a_weighing_that_cannot_weigh_equals_the_general_path(monkeypatch, model, two):
-    runs, units = _pool()
-    if two:
-        other, more = _pool(40, seed=1)
-        runs = {"bm25": runs, "grep": other}
-        units = {**units, **more}
-    else:
-        runs = {"bm25": runs}
-    fast = adaptive_fusion(runs, k=30, model=model, units=units)
-    monkeypatch.setattr("lar.fusion.adaptive.can_weigh", lambda model, routes: True)
-    slow = adaptive_fusion(runs, k=30, model=model, units=units)
-    assert fast[0] == slow[0] and fast[1] == slow[1] and fast[2] == slow[2] and fast[3] == slow[3]
-    assert [it.score for it in fast[0]] == [it.score for it in slow[0]]
-
-
 @pytest.fixture()
 def corpus(tmp_path):
     root = tmp_path / "root"
@@ -149,7 +131,6 @@ def _general(monkeypatch):
     monkeypatch.setattr(pipeline, "fused_hit", lambda g, ranks, fits, score, rank: replace(
         with_probe(merged_hit(g, dict(ranks)), fits), score=float(score), rank=rank))
     monkeypatch.setattr("lar.layers.bm25.layer_hit", Hit.single)
-    monkeypatch.setattr("lar.fusion.adaptive.can_weigh", lambda model, routes: True)
 
 
 @pytest.mark.parametrize("fusion", [None, "rrf", "combsum"])
