@@ -32,7 +32,7 @@ from lar.core.sqlite_repair import set_aside_folder
 from lar.core.layer import Budget, Candidate, LayerContext, ScopeView, Unit
 from lar.core.types import Hit, Span
 from lar.layers.kits.vectors.hubness import DEFAULT_K, DEFAULT_SIZE, ReferenceCache, result_hubness
-from lar.layers.kits.device import layer_device, scan_device, torch_device
+from lar.layers.kits.device import layer_device, torch_device
 from lar.layers.kits.embedding import DEFAULT_MAX_UNIT_BYTES, EmbeddingLayer
 from lar.layers.kits.resident import ResidentHolder, check_device_mb, resident_device, torch_installed
 from lar.layers.kits.vectors.shared import SharedPassLayer
@@ -104,8 +104,8 @@ class ChunkVectorLayer(EmbeddingLayer):
                 self.options["device_mb"])
 
     def compute_device(self) -> str:
-        scan = (scan_device("torch", self.options["device"], self.options["shards"])
-                if self.options["shards"] else resident_device(*self._scan_plan()) or "cpu")
+        shards = self.options["shards"]  # shard actors scan their chunk vectors with numpy
+        scan = f"cpu on {shards} Ray actors" if shards else resident_device(*self._scan_plan()) or "cpu"
         return layer_device(encoder=torch_device(self.options.get("device"), default_cpu=True),
                             scan=scan)
 
