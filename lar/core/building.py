@@ -343,9 +343,15 @@ class BuildingLayer(BaseLayer):
             await asyncio.to_thread(self.build_one, u)
 
     def collect_garbage(self, live_hashes: set[str]) -> int:
-        """Drop artefacts and manifest rows of units that are no longer live."""
+        """Drop artefacts and manifest rows of units that are no longer live. ``live_hashes``
+        may be stale (read before a build pass): a unit another process indexed since then and
+        built into this shared state is live, so every candidate is checked against the file
+        index now, after the manifest was read (its row exists, so its file was recorded
+        before this check: it is seen live and kept)."""
         def collect() -> int:
             dead = self.manifest.all_hashes() - live_hashes
+            if dead:
+                dead -= {h for h, paths in self.ctx.index.paths_for_hashes(dead).items() if paths}
             if dead:
                 self.drop(dead)
                 self.manifest.forget(dead)

@@ -115,7 +115,7 @@ class BM25Layer(SegmentedLayer):
         self.index = SegmentedIndex(
             self.dir, params, self.units, self.build_version, max_deltas=s["max_deltas"],
             delta_fraction=s["delta_fraction"], dead_fraction=s["dead_fraction"], idf=s["idf"],
-            on_lost=self._forget_lost)
+            on_lost=self._forget_lost, built_now=self.ok_hashes)
 
     # -- versions -------------------------------------------------------------------------------
     @property

@@ -135,11 +135,13 @@ class Scanner:
         taken only for short batches of changes, so searches are never blocked for long."""
         t0 = time.perf_counter()
         report = ScanReport()
+        # the index is read before the folder is listed: a path another process records after
+        # the listing (a file created meanwhile) is then not taken for one that vanished
+        known = self.index.all_paths()
+        skipped = self.index.skipped_stats()
         listing = list_root(self.root, self.exclude)
         report.listed = len(listing.paths)
         report.paths = list(listing.paths)
-        known = self.index.all_paths()
-        skipped = self.index.skipped_stats()
         seen = set()
         todo = []
         # paths ripgrep could not list, and listed ones that cannot be stat'ed: skipped

@@ -91,9 +91,15 @@ class DerivedLayer(SegmentedLayer):
         self.cache = DerivedCache(ctx.state_dir / "derived")
         self.store = DerivedStore(self.dir / "texts.sqlite")
         self.index = SegmentedIndex(self.dir, SegmentParams(self.build_version), self.store,
-                                    self.build_version, idf="global", on_lost=self.manifest.forget)
+                                    self.build_version, idf="global", on_lost=self.manifest.forget,
+                                    built_now=self._built_in(self.manifest))
         # built state per generator key (slug): (manifest, store, index); see use_generator
         self._states = {self.key.slug: (self.manifest, self.store, self.index)}
+
+    def _built_in(self, manifest: Manifest):
+        """The units ``manifest`` says are built ('ok') now: what a merge of that key's segments
+        rewrites them from (``SegmentedIndex.built_now``)."""
+        return lambda: {h for h, st in manifest.states(self.build_version).items() if st == "ok"}
 
     @staticmethod
     def _cost(key: GeneratorKey) -> str:
@@ -131,7 +137,8 @@ class DerivedLayer(SegmentedLayer):
                 manifest = Manifest(folder / "manifest.sqlite")
                 store = DerivedStore(folder / "texts.sqlite")
                 index = SegmentedIndex(folder, SegmentParams(self.build_version), store,
-                                       self.build_version, idf="global", on_lost=manifest.forget)
+                                       self.build_version, idf="global", on_lost=manifest.forget,
+                                       built_now=self._built_in(manifest))
                 state = self._states[key.slug] = (manifest, store, index)
             self.manifest, self.store, self.index = state
         return key

@@ -173,7 +173,8 @@ class SparseLayer(EmbeddingLayer):
                 params = SparseParams(self.build_version, self._vocab_size())
                 self._index = SegmentedIndex(
                     self.dir, params, self.units, self.build_version, idf="segment",
-                    on_lost=self.manifest.forget, store=SparseSegmentStore(self.dir, params))
+                    on_lost=self.manifest.forget, store=SparseSegmentStore(self.dir, params),
+                    built_now=self.ok_hashes)
             return self._index
 
     def _vocab_size(self) -> int:

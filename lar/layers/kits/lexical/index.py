@@ -58,7 +58,8 @@ class SegmentedIndex:
     def __init__(self, directory, params: SegmentParams, units: UnitStore, unit_version: str, *,
                  max_deltas: int = 3, delta_fraction: float = 0.1, dead_fraction: float = 0.2,
                  idf: str = "segment", on_lost: Callable[[set[str]], None] | None = None,
-                 store: SegmentStore | None = None):
+                 store: SegmentStore | None = None,
+                 built_now: Callable[[], set[str]] | None = None):
         self.store = store if store is not None else SegmentStore(directory, params)
         self.params = params
         self.units = units
@@ -68,6 +69,7 @@ class SegmentedIndex:
         self.dead_fraction = dead_fraction
         self.idf = idf
         self.on_lost = on_lost
+        self.built_now = built_now  # the built units as the manifest says now (see _fresh)
         self.notes: list[str] = []
         self.timings: dict[str, float] = {}
         self._lock = threading.RLock()
@@ -197,12 +199,19 @@ class SegmentedIndex:
         self.timings["last_add_s"] = time.monotonic() - t0
         return seg
 
+    def _fresh(self, ok: set[str]) -> set[str]:
+        """The built units to rewrite segments from, read after the segments to replace were
+        taken: ``ok`` was read earlier (at a search's start), and another writer (thread or
+        process) may have built units and committed them in a delta since; rewriting from the
+        older set would drop them from the index while the manifest says they are built."""
+        return self.built_now() if self.built_now is not None else ok
+
     def merge(self, ok: set[str]) -> Segment | None:
         """Full merge: a new main segment from every unit in ``ok``; replaces the main segment
         and every delta that existed when the merge started."""
         t0 = time.monotonic()
         before = set(self.layout.ids)
-        seg = self._build(ok)
+        seg = self._build(self._fresh(ok))
         with self._lock:
             if seg is None:
                 self._update(lambda lay: Layout(lay.key, None,
@@ -220,7 +229,7 @@ class SegmentedIndex:
         t0 = time.monotonic()
         deltas = [s for s in self.segments() if s.id in self._layout.deltas]
         old = {s.id for s in deltas}
-        units = set().union(*(s.unit_set for s in deltas)) & ok if deltas else set()
+        units = set().union(*(s.unit_set for s in deltas)) & self._fresh(ok) if deltas else set()
         seg = self._build(units)
         with self._lock:
             if seg is None:
