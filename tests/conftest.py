@@ -16,6 +16,9 @@ for var in ("XDG_CACHE_HOME", "IR_DATASETS_HOME", "TORCH_EXTENSIONS_DIR", "MPLCO
 # most tests check what an unbuilt or explicitly built layer does
 os.environ.setdefault("LAR_SPARE_BUILD", "0")
 os.environ.setdefault("LAR_BACKGROUND_BUILD", "0")  # nor do the MCP server and %lar open PATH
+# nor does an engine collect and freeze the process's objects at open (lar.engine.collector):
+# a full collection per engine opened would add minutes to the suite; tests/unit/test_collector.py
+os.environ.setdefault("LAR_GC_FREEZE", "0")
 
 CODE = '''"""Timebox helpers."""
 

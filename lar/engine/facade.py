@@ -21,7 +21,7 @@ from lar.core.config import EngineConfig
 from lar.core.request import DEFAULT_K, DEFAULT_RRF_C, DEFAULT_TIMEBOX, SearchRequest, as_request
 from lar.fusion.pipeline import FusionSettings
 from lar.fusion.policies import DEFAULT_POLICY
-from lar.engine import currency, freshness, lifecycle
+from lar.engine import collector, currency, freshness, lifecycle
 from lar.engine.changes import ChangeTracker
 from lar.engine.enrichment import Enricher
 from lar.engine.excerpts import within_tokens
@@ -102,6 +102,7 @@ class Engine(Recording):
             self.index_now(initial=True)
         if background:
             self.start_background_build()
+        collector.settle()  # what opening allocated is frozen: no search pays to walk it
 
     def _open_state(self) -> None:
         """The state folder and what lives in it: file index, content store, reader, scanner,
@@ -397,8 +398,10 @@ class Engine(Recording):
             for n in layers or []:
                 if n not in self.layers:
                     raise UnknownLayerError(n, list(self.layers))
-            return self.builder.run(parse_duration(timebox), layers=layers, scope=scope,
-                                    progress=progress, executor=ex)
+            report = self.builder.run(parse_duration(timebox), layers=layers, scope=scope,
+                                      progress=progress, executor=ex)
+            collector.settle()
+            return report
 
         return self._recorded("build", {"timebox": seconds(timebox), "layers": layers,
                                         "scope": scope}, run)

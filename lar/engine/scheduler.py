@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 from lar.core.deadline import work_limit
 from lar.core.errors import DeadlineExceeded
 from lar.core.layer import BaseLayer, ScopeView, Unit
+from lar.engine import collector
 from lar.engine.batching import BACKGROUND_BATCH_UNITS, batches, can_prepare, prepare
 from lar.engine.share import BuildShare
 from lar.engine.warmup import LOADING_REASON, load_within
@@ -307,6 +308,8 @@ class Builder:
             except Exception:  # the engine is closing or the index is busy: try again later
                 nxt = None
             if nxt is None:
+                if self.busy_with is not None and self.ctx.idle.is_set():
+                    collector.settle()  # done building: freeze what it left, between searches
                 self.busy_with = None
                 self._wake.clear()
                 self._wake.wait(timeout=2.0)

@@ -9,6 +9,9 @@ ENV_SPARE_BUILD = "LAR_SPARE_BUILD"  # "0" turns spare-time building off by defa
 # "0" keeps the interactive entry points (the MCP server, %lar open PATH) from building in the
 # background by default
 ENV_BACKGROUND_BUILD = "LAR_BACKGROUND_BUILD"
+# "0" leaves Python's garbage collector alone (lar.engine.collector: collect and freeze at open,
+# after a build and when the background builder is done, so no full collection lands in a search)
+ENV_GC_FREEZE = "LAR_GC_FREEZE"
 OFF_WORDS = frozenset({"0", "false", "no", "off"})
 
 
