@@ -16,6 +16,7 @@ from typing import Any
 from lar.core.building import BuildingLayer, SkipUnit
 from lar.core.errors import QueryError
 from lar.core.layer import Budget, ScopeView, Unit
+from lar.core.sqlite_deadline import Interrupted, interrupt_at
 from lar.core.types import Hit, Span
 
 MAX_LINES_PER_UNIT = 50
@@ -187,7 +188,13 @@ class TrigramLayer(BuildingLayer):
         conn = self._conn()
         if lits:
             match = " AND ".join(_fts_phrase(l) for l in lits)
-            rows = conn.execute("SELECT hash FROM docs WHERE docs MATCH ?", (match,)).fetchall()
+            try:
+                with interrupt_at(conn, budget.expired):
+                    rows = conn.execute("SELECT hash FROM docs WHERE docs MATCH ?", (match,)).fetchall()
+            except Interrupted:  # the match did not finish by the deadline: nothing verified
+                budget.mark_partial()
+                budget.note("the trigram match was interrupted at the deadline")
+                return []
             cand = [h for (h,) in rows if h in allowed]
         else:
             cand = sorted(allowed)  # nothing to prefilter on: verify every built unit
