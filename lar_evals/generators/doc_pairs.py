@@ -14,7 +14,8 @@
   whole documents: the answer is the notebook, its span the code cell's ``source`` value in
   the JSON (nbformat 4; in nbformat 3, whose cells sit in ``worksheets``, the code cell's
   ``input``); the markdown cell's ``source`` value is blanked (inside the brackets or quotes, so
-  the notebook stays valid JSON).
+  the notebook stays valid JSON). A heading-only cell right before that markdown cell (nbformat
+  3's ``heading`` cells, or a v4 cell holding just a title) starts the query and is blanked too.
 
 Queries go through :func:`lar_evals.generators.pairs.prose_query` and then the same leak check
 as every pair kind; a query that lost more than a quarter of its prose's words (mostly code)
@@ -237,8 +238,17 @@ def _cell_prose(src: str) -> str:
     return " ".join(lines)
 
 
+def _heading_only(src: str) -> bool:
+    """True for a markdown cell that is only headings (an nbformat-3 ``heading`` cell, or a
+    v4 cell holding a title line)."""
+    lines = [x.strip() for x in src.splitlines() if x.strip()]
+    return bool(lines) and all(x.startswith("#") for x in lines)
+
+
 def cell_targets(doc: Doc, prose_query, min_words: int) -> list[Target]:
-    """A notebook's markdown cells against the code cell right after each."""
+    """A notebook's markdown cells against the code cell right after each; a heading-only
+    cell right before the markdown cell (nbformat 3 keeps headings in cells of their own) is
+    the start of the query and blanked with it."""
     if kind_for(doc.id) != "notebook":
         return []
     cells = notebook_cells(doc.text)
@@ -246,11 +256,15 @@ def cell_targets(doc: Doc, prose_query, min_words: int) -> list[Target]:
     for i, ((mtype, msrc, mspan), (ctype, csrc, cspan)) in enumerate(zip(cells, cells[1:])):
         if mtype != "markdown" or ctype != "code" or len(ALPHA.findall(csrc)) < min_words:
             continue
-        prose = _cell_prose(msrc)
+        parts = [(msrc, mspan)]
+        if i and cells[i - 1][0] == "markdown" and _heading_only(cells[i - 1][1]) and not _heading_only(msrc):
+            parts.insert(0, (cells[i - 1][1], cells[i - 1][2]))
+        prose = " ".join(_cell_prose(src) for src, _ in parts)
         query = _natural(prose, prose_query(prose, drop=_code_names(csrc)))
         if query is None:
             continue
-        inner = (mspan[0] + 1, mspan[1] - 1)  # keep the brackets or quotes: still valid JSON
+        # keep the brackets or quotes: still valid JSON
+        inner = tuple((a + 1, b - 1) for _, (a, b) in parts)
         out.append(Target(doc, cspan[0], cspan[1], "cell2code", source_text=query,
-                          name=f"cell {i + 1}", extra={"pair": "notebook", "markdown_cell": i}, redact=(inner,)))
+                          name=f"cell {i + 1}", extra={"pair": "notebook", "markdown_cell": i}, redact=inner))
     return out

@@ -2,7 +2,8 @@
 
 A small mixed corpus (two Python modules with docstrings, a Markdown file with sections, a
 LaTeX paper with a theorem, a non-UTF-8 note, a binary file, a hidden folder) is generated from
-once per module. Tests that need the Model2Vec model (built-in paraphrases) are marked slow."""
+once per module. Word-swap runs on a Model2Vec model made in the test; only the check of the
+default model's neighbours needs that model (distilled on first use) and is marked slow."""
 from __future__ import annotations
 
 import json
@@ -374,15 +375,59 @@ def test_several_kinds_in_one_set(gen_corpus, tmp_path, capsys):
 
 
 # -- word-swap paraphrases (Model2Vec neighbours) -----------------------------------------
+# A Model2Vec model made here (word-level vocabulary of the corpus's words, vectors chosen so
+# each word's nearest neighbour is known), loaded through lar's StaticEncoder like the default
+# model: no distillation of the default model (about 100 s on a loaded machine) in the fixture.
+SYNONYMS = ("remove", "removal", "removing", "delete", "erase")  # forms, then two neighbours
+
+
+def _tiny_model(path: Path, words: list[str]) -> Path:
+    import numpy as np
+    from model2vec import StaticModel
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    rng = np.random.default_rng(21)
+    vocab = ["[UNK]", "[PAD]", *words]
+    vecs = rng.standard_normal((len(vocab), 32)).astype(np.float32)
+    for i in range(2, len(vocab) - 1, 2):  # consecutive words pair up: cosine ~0.98
+        vecs[i + 1] = vecs[i] + 0.2 * rng.standard_normal(32).astype(np.float32)
+    base = rng.standard_normal(32).astype(np.float32)
+    for j, w in enumerate(SYNONYMS):  # forms of "remove" nearest, then delete, then erase
+        vecs[vocab.index(w)] = base + (0.05 * (j + 1)) * rng.standard_normal(32).astype(np.float32)
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    StaticModel(vectors=vecs, tokenizer=tok, normalize=True).save_pretrained(path)
+    cfg = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**cfg, "model_type": "model2vec"}))
+    return path
+
+
 @pytest.fixture(scope="module")
-def para_runs(gen_corpus, tmp_path_factory):
+def tiny_neighbours(gen_corpus, tmp_path_factory):
+    import re
+
+    from lar.encoders.static import StaticEncoder
+    from lar_evals.generators.neighbours import Neighbours
+
+    words = set()
+    for f in sorted(gen_corpus.rglob("*")):
+        if f.is_file() and f.suffix in (".py", ".md", ".tex"):
+            words |= {w.lower() for w in re.findall(r"[A-Za-z]{3,}", f.read_text(encoding="utf-8"))}
+    words = sorted(words - set(SYNONYMS)) + list(SYNONYMS)
+    return Neighbours(StaticEncoder(_tiny_model(tmp_path_factory.mktemp("m2v") / "m", words)))
+
+
+@pytest.fixture(scope="module")
+def para_runs(gen_corpus, tiny_neighbours, tmp_path_factory):
     out = tmp_path_factory.mktemp("para")
-    reports = {name: generate(gen_corpus, "word-swap", 8, seed, out / name)
-               for name, seed in (("a", 0), ("b", 0), ("c", 1))}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("lar_evals.generate._neighbours", lambda: tiny_neighbours)
+        reports = {name: generate(gen_corpus, "word-swap", 8, seed, out / name)
+                   for name, seed in (("a", 0), ("b", 0), ("c", 1))}
     return out, reports
 
 
-@pytest.mark.slow
 def test_paraphrases_share_no_rare_tokens_with_their_targets(para_runs):
     out, reports = para_runs
     corpus, queries, qrels, report = read_set(out / "a")
@@ -399,7 +444,6 @@ def test_paraphrases_share_no_rare_tokens_with_their_targets(para_runs):
     assert report["overlap"]["rare_leak"]["max"] == 0
 
 
-@pytest.mark.slow
 def test_paraphrase_sets_are_deterministic(para_runs):
     out, _ = para_runs
     for name in FILES:
@@ -407,8 +451,14 @@ def test_paraphrase_sets_are_deterministic(para_runs):
     assert (out / "a" / "queries.jsonl").read_bytes() != (out / "c" / "queries.jsonl").read_bytes()
 
 
+def test_neighbours_skip_forms_of_the_same_word(tiny_neighbours):
+    # removal / removing are nearest but forms of "remove": skipped, in order after them
+    assert tiny_neighbours.near("remove", 2) == ["delete", "erase"]
+    assert tiny_neighbours.near("unknownword") == []
+
+
 @pytest.mark.slow
-def test_neighbours_skip_forms_of_the_same_word(para_runs):
+def test_default_model_neighbours_skip_forms_of_the_same_word():
     from lar_evals.generate import _neighbours
 
     near = _neighbours().near("remove", 5)
