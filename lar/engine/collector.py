@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from lar.engine.settings import ENV_GC_FREEZE, env_flag
 
 _lock = threading.Lock()
+#: a settle is skipped until this many times its last cost has passed since it ended: repeated
+#: builds in slices (the harness builds in 1 s slices) pay at most ~5 % of their time for it
+SPACING = 20.0
+_last = {"end": float("-inf"), "cost": 0.0}
 
 
 @dataclass(frozen=True)
@@ -39,16 +43,21 @@ def enabled() -> bool:
     return env_flag(ENV_GC_FREEZE)
 
 
-def settle() -> Settled:
-    """Collect everything once (frozen objects included), then freeze the survivors."""
+def settle(force: bool = False) -> Settled:
+    """Collect everything once (frozen objects included), then freeze the survivors; skipped
+    (unless ``force``) while less than ``SPACING`` times the last settle's cost has passed."""
     if not enabled():
         return Settled(False)
     with _lock:
         t0 = time.perf_counter()
+        if not force and t0 - _last["end"] < SPACING * _last["cost"]:
+            return Settled(False)
         gc.unfreeze()
         gc.collect()
         gc.freeze()
-        return Settled(True, time.perf_counter() - t0, gc.get_freeze_count())
+        t1 = time.perf_counter()
+        _last["end"], _last["cost"] = t1, t1 - t0
+        return Settled(True, t1 - t0, gc.get_freeze_count())
 
 
 __all__ = ["Settled", "enabled", "settle"]
