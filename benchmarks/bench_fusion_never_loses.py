@@ -16,7 +16,8 @@ again), on a seeded sample of each set's queries, each route's list cut to ``--d
 2. **Score.** For each set, subset and timebox: the best single route, RRF, route-unique, the
    previous default (``--old-model``) and the new default (the model fitted without this set),
    all through lar's own fusion (:func:`lar.fusion.adaptive.adaptive_fusion` on the documents'
-   lists, with the slot guard), nDCG@10, and the gap to the best route. ``cheap`` is the new
+   lists, with the slot guard), nDCG@10, the gap to the best route and a paired test of each
+   default against it (:func:`paired_p`, Fisher's randomisation test on the per-query nDCG@10). ``cheap`` is the new
    default over the routes the timebox left complete (the stage a cut-short layer must not
    pull below).
 
@@ -55,8 +56,9 @@ def read_share(doc: str, route: str) -> float:
 
 
 def at_timebox(lists, timebox: float):
-    """``(lists, partial routes)`` as a search with this timebox would get them (simulated)."""
-    out, partial = {}, []
+    """``(lists, {partial route: coverage})`` as a search with this timebox would get them
+    (simulated; the engine reports a cut-short scan's coverage on its run, and the fusion reads it)."""
+    out, partial = {}, {}
     for r, items in lists.items():
         cost = COST_MS.get(r, 100) / 1000.0
         if cost <= timebox:
@@ -65,8 +67,20 @@ def at_timebox(lists, timebox: float):
             cov = timebox / cost
             kept = [(d, s) for d, s in items if read_share(d, r) < cov]
             if kept:
-                out[r], partial = kept, partial + [r]
+                out[r], partial[r] = kept, cov
     return out, partial
+
+
+def paired_p(a, b) -> float:
+    """Fisher's randomisation test (scipy's paired permutation test, 10,000 resamples, seeded)
+    of per-query figures ``a`` against ``b``: the two-sided p-value of their mean difference."""
+    from scipy.stats import permutation_test
+
+    if all(x == y for x, y in zip(a, b)):
+        return 1.0
+    res = permutation_test((np.asarray(a), np.asarray(b)), lambda x, y: np.mean(x - y),
+                           permutation_type="samples", n_resamples=10_000, random_state=0)
+    return float(res.pvalue)
 
 
 def load(specs, max_queries: int, depth: int):
@@ -98,14 +112,18 @@ def score_cell(data, sub, timebox, models):
     best = max(means, key=lambda r: (means[r], r))
     out = {k: round(float(np.mean(v)), 4) for k, v in vals.items()}
     out.update(best_route=best, best=round(means[best], 4), gap=round(out["new"] - means[best], 4),
-               gap_previous=round(out["previous"] - means[best], 4))
+               gap_previous=round(out["previous"] - means[best], 4),
+               p_new=round(paired_p(vals["new"], per_route[best]), 4),
+               p_previous=round(paired_p(vals["previous"], per_route[best]), 4))
     return out
 
 
 def summary(rows, key):
     gaps = [r[key] for r in rows]
     worst = min(rows, key=lambda r: r[key])
+    p = "p_new" if key == "gap" else "p_previous"
     return {"failing": sum(g < -0.005 for g in gaps), "cells": len(gaps), "worst": round(worst[key], 4),
+            "failing_significant": sum(r[key] < -0.005 and r[p] < 0.05 for r in rows),
             "worst_cell": f"{worst['set']} {worst['subset']} {worst['timebox_s']:g}",
             "mean_gap_no_deadline": round(float(np.mean([r[key] for r in rows if r["timebox_s"] == math.inf])), 4)}
 
@@ -146,8 +164,8 @@ def main(argv=None) -> int:
         print(f"wrote {args.fit_out}", flush=True)
     rows = []
     print("| set | layers | timebox s | best route | best | rrf | route-unique | previous | cheap | new | "
-          "new - best | previous - best |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "new - best | p | previous - best | p |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, data in sets.items():
         models = {"previous": (old, True), "new": (held[name], True)}
         for subset in SUBSETS:
@@ -159,7 +177,8 @@ def main(argv=None) -> int:
                 rows.append({"set": name, "subset": subset, "timebox_s": tb, **cell})
                 print(f"| {name} | {subset} | {tb:g} | {cell['best_route']} | {cell['best']:.4f} | {cell['rrf']:.4f} | "
                       f"{cell['route-unique']:.4f} | {cell['previous']:.4f} | {cell['cheap']:.4f} | {cell['new']:.4f} | "
-                      f"{cell['gap']:+.4f} | {cell['gap_previous']:+.4f} |", flush=True)
+                      f"{cell['gap']:+.4f} | {cell['p_new']:.3f} | {cell['gap_previous']:+.4f} | "
+                      f"{cell['p_previous']:.3f} |", flush=True)
     res = {"new": summary(rows, "gap"), "previous": summary(rows, "gap_previous"),
            "new_below_cheap": sum(r["new"] < r["cheap"] - 0.005 for r in rows if r["timebox_s"] != math.inf),
            "monotone_drops_new": monotone_drops(rows, "new"),

@@ -16,7 +16,7 @@ import math
 from dataclasses import replace
 from typing import Any, Mapping
 
-from lar.fusion.coverage import coverage_factors, weighted_rrf_scores
+from lar.fusion.coverage import coverage_factors, coverages, weighted_rrf_scores
 from lar.fusion.decide import decided_order, followed, in_list_order, kind, pins, signature
 from lar.fusion.model import load_model
 from lar.fusion.partial import guarded_scores, positional_scores
@@ -103,6 +103,14 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     finished = [r for r in table.routes if r not in partial and dedup[r]]
     if guard_slots and cut and finished:
         return guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, units)
+    if guard_slots and len(cut) > 1:  # nothing finished: the best covered routes stand in for it
+        factors = partial_factors(dedup, partial)
+        lead = [r for r in cut if factors[r] >= max(factors.values())]
+        if len(lead) < len(cut):
+            cov = coverages(partial)
+            rest = {r: cov[r] for r in cut if r not in lead}
+            return guarded(runs, table, dedup, k, model, c, rest, lead, backgrounds, units,
+                           lead_partial={r: cov[r] for r in lead})
     sig = signature(r for r in table.routes if dedup[r])
     if units is not None:  # falls back to places when no route's unit list carries signal
         lists = {r: by_unit(items, units) for r, items in dedup.items()}
@@ -137,12 +145,17 @@ def decided(table, scores, k, model, dedup, probes, weights, partial):
     return by_score(table, positional_scores(order, scores), k)
 
 
-def guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, units):
+def guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, units, lead_partial=None):
     """Adaptive fusion with cut-short routes entering only for the keys they scored
     (:func:`lar.fusion.partial.guarded_scores`): the finished routes' own fusion is the order,
     each partial route re-sorts its keys among their positions. Probes and weights are those
-    of all routes together (the report shows the partial factors)."""
-    cheap = adaptive_fusion({r: runs[r] for r in finished}, None, model, c, (), backgrounds, units)[0]
+    of all routes together (the report shows the partial factors).
+
+    ``lead_partial`` (``{route: coverage}``): when no route finished, the best covered partial
+    routes play the finished ones (``finished``); they are partial all the same (no exact-match
+    pin from their few hits), and the other partial routes are read against them."""
+    lead_partial = lead_partial or {}
+    cheap = adaptive_fusion({r: runs[r] for r in finished}, None, model, c, lead_partial, backgrounds, units)[0]
     lists = dedup if units is None else {r: by_unit(items, units) for r, items in dedup.items()}
     sig = signature(r for r in table.routes if dedup[r])
     probes, fits, weights, live = weigh(lists, model, partial, backgrounds, sig)
@@ -155,7 +168,8 @@ def guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, uni
     tie = weighted_rrf_scores(table, {r: max(probes[r].partial_factor or 0.0, 1e-6) for r in table.routes if r in partial}, c)
     keys = sorted(table.cands, key=lambda key: -tie[key])  # stable
     scores = guarded_scores(keys, [(it.key, it.score) for it in cheap], values, unit_of)
-    pinned = pins(dedup, model.exact, partial)  # a partial route cannot unpin what the cheap stage pinned
+    # a partial route cannot unpin what the cheap stage pinned
+    pinned = pins(dedup, model.exact, [*partial, *lead_partial])
     if pinned:
         order = decided_order([cand.key for cand in ordered(table, scores)], pinned)
         scores = positional_scores(order, scores)

@@ -146,3 +146,21 @@ def test_the_packaged_model_with_a_partly_built_heavy_layer_keeps_the_complete_o
         alone.append(ndcg10(fused({"bm25": bm25}, model), rel))
         got.append(ndcg10(fused({"bm25": bm25, "late": late}, model, partial={"late": 0.2}), rel))
     assert mean(got) >= mean(alone) - 0.005
+
+
+def test_with_nothing_finished_a_barely_covered_list_cannot_flip_the_best_covered_one():
+    # grep's scan cut at a third, static at 9 %: both too short for a background fit. Under
+    # plain RRF one more vote from static lifts grep's third key over its first; with the best
+    # covered route standing in for the finished ones, static re-sorts only what it scored,
+    # and only when it agrees with grep on enough pairs (here it scored one of grep's keys)
+    model = FusionModel({}, RouteWeights(1.0), norm="zscore")
+    grep = [(f"g{i}", 10.0 - i) for i in range(15)]
+    static = [("g2", 0.9), ("s1", 0.8), ("s2", 0.7)]
+    cov = {"grep": 0.34, "static": 0.09}
+    got = fused({"grep": grep, "static": static}, model, partial=cov)
+    assert got == [f"g{i}" for i in range(10)]
+    # coverage unknown (names only): both count fully, as before, and g2 moves up
+    assert fused({"grep": grep, "static": static}, model, partial=list(cov))[0] == "g2"
+    # the same lists with static the better covered: static leads, grep's keys follow
+    got = fused({"grep": grep, "static": static}, model, partial={"grep": 0.09, "static": 0.34})
+    assert got[:3] == ["g2", "s1", "s2"]
