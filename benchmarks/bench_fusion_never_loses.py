@@ -115,6 +115,7 @@ def score_cell(data, sub, timebox, models):
                gap_previous=round(out["previous"] - means[best], 4),
                p_new=round(paired_p(vals["new"], per_route[best]), 4),
                p_previous=round(paired_p(vals["previous"], per_route[best]), 4))
+    out["per_query"] = {"new": vals["new"], "previous": vals["previous"]}  # popped by main
     return out
 
 
@@ -128,15 +129,23 @@ def summary(rows, key):
             "mean_gap_no_deadline": round(float(np.mean([r[key] for r in rows if r["timebox_s"] == math.inf])), 4)}
 
 
-def monotone_drops(rows, label):
+def monotone_drops(rows, label, per_query=None):
     """Cells whose ``label`` figure is more than half a point below the same set and subset at
-    a shorter timebox."""
+    a shorter timebox: ``"SET SUBSET TIMEBOX"``, with `` (-GAP vs SHORTER s, p P)`` when
+    ``per_query`` (``{(set, subset, timebox): {label: [nDCG@10 per query]}}``) gives the paired
+    test of the drop against the best shorter timebox (the same queries)."""
     drops = []
     for r in rows:
         shorter = [o for o in rows if o["set"] == r["set"] and o["subset"] == r["subset"]
                    and o["timebox_s"] < r["timebox_s"]]
         if shorter and r[label] < max(o[label] for o in shorter) - 0.005:
-            drops.append(f"{r['set']} {r['subset']} {r['timebox_s']:g}")
+            line = f"{r['set']} {r['subset']} {r['timebox_s']:g}"
+            if per_query is not None:
+                top = max(shorter, key=lambda o: o[label])
+                a = per_query[(r["set"], r["subset"], r["timebox_s"])][label]
+                b = per_query[(top["set"], top["subset"], top["timebox_s"])][label]
+                line += f" ({r[label] - top[label]:+.4f} vs {top['timebox_s']:g} s, p {paired_p(a, b):.3f})"
+            drops.append(line)
     return drops
 
 
@@ -162,7 +171,7 @@ def main(argv=None) -> int:
     if args.fit_out:
         final.save(args.fit_out)
         print(f"wrote {args.fit_out}", flush=True)
-    rows = []
+    rows, per_query = [], {}
     print("| set | layers | timebox s | best route | best | rrf | route-unique | previous | cheap | new | "
           "new - best | p | previous - best | p |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -174,6 +183,7 @@ def main(argv=None) -> int:
                 continue
             for tb in boxes:
                 cell = score_cell(data, sub, tb, models)
+                per_query[(name, subset, tb)] = cell.pop("per_query")
                 rows.append({"set": name, "subset": subset, "timebox_s": tb, **cell})
                 print(f"| {name} | {subset} | {tb:g} | {cell['best_route']} | {cell['best']:.4f} | {cell['rrf']:.4f} | "
                       f"{cell['route-unique']:.4f} | {cell['previous']:.4f} | {cell['cheap']:.4f} | {cell['new']:.4f} | "
@@ -181,8 +191,8 @@ def main(argv=None) -> int:
                       f"{cell['p_previous']:.3f} |", flush=True)
     res = {"new": summary(rows, "gap"), "previous": summary(rows, "gap_previous"),
            "new_below_cheap": sum(r["new"] < r["cheap"] - 0.005 for r in rows if r["timebox_s"] != math.inf),
-           "monotone_drops_new": monotone_drops(rows, "new"),
-           "monotone_drops_previous": monotone_drops(rows, "previous"), "seconds": round(time.time() - t0)}
+           "monotone_drops_new": monotone_drops(rows, "new", per_query),
+           "monotone_drops_previous": monotone_drops(rows, "previous", per_query), "seconds": round(time.time() - t0)}
     print(json.dumps(res, indent=1))
     if args.out:
         Path(args.out + ".json").write_text(json.dumps(
