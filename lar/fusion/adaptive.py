@@ -159,6 +159,9 @@ def guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, uni
     lists = dedup if units is None else {r: by_unit(items, units) for r, items in dedup.items()}
     sig = signature(r for r in table.routes if dedup[r])
     probes, fits, weights, live = weigh(lists, model, partial, backgrounds, sig)
+    for r, f in partial_factors({r: lists[r] for r in lead_partial}, lead_partial).items():
+        weights[r] *= f  # as reported: the stand-ins are partial too
+        probes[r] = replace(probes[r], partial_factor=f)
     unit_of = None if units is None else (lambda key: units.get(key, key))
     top = [it.key if unit_of is None else unit_of(it.key) for it in cheap[:CONCORDANCE_DEPTH]]
     values = [(w, vals, floor) for r, w, vals, floor in live

@@ -164,3 +164,25 @@ def test_with_nothing_finished_a_barely_covered_list_cannot_flip_the_best_covere
     # the same lists with static the better covered: static leads, grep's keys follow
     got = fused({"grep": grep, "static": static}, model, partial={"grep": 0.09, "static": 0.34})
     assert got[:3] == ["g2", "s1", "s2"]
+
+
+def test_the_pipeline_reads_each_runs_coverage_from_its_report():
+    # the engine's path: the coverage comes from the LayerRun (a cut-short grep at 34 %, static
+    # built for 9 %), through lar.fusion.pipeline.fuse_hits
+    from lar.core.types import Hit, Span
+    from lar.fusion.pipeline import FusionSettings, fuse_hits
+
+    def h(name):  # a hex content hash per name: g0 -> 00a..., s1 -> 01b...
+        return f"{int(name[1:]):02x}" + ("a" if name[0] == "g" else "b") * 30
+
+    def hits(layer, names):
+        return [Hit.single(layer, Span(h(n), 0, 10), rank=i, score=20.0 - i, score_kind="x")
+                for i, n in enumerate(names, 1)]
+
+    per_layer = {"grep": hits("grep", [f"g{i}" for i in range(15)]), "static": hits("static", ["g2", "s1", "s2"])}
+    runs = {"grep": run("grep", RunState.ABORTED, 0.34), "static": run("static", coverage=0.09)}
+    got = fuse_hits(per_layer, FusionSettings("adaptive", k=10), runs)
+    assert [x.hash for x in got.hits] == [h(f"g{i}") for i in range(10)]
+    assert got.report.routes["static"]["partial_factor"] < got.report.routes["grep"]["partial_factor"]
+    # without the run reports both lists count fully: static's second vote lifts g2 to the top
+    assert fuse_hits(per_layer, FusionSettings("adaptive", k=10)).hits[0].hash == h("g2")
