@@ -16,7 +16,8 @@ again), on a seeded sample of each set's queries, each route's list cut to ``--d
 2. **Score.** For each set, subset and timebox: the best single route, RRF, route-unique, the
    previous default (``--old-model``) and the new default (the model fitted without this set),
    all through lar's own fusion (:func:`lar.fusion.adaptive.adaptive_fusion` on the documents'
-   lists, with the slot guard), nDCG@10, and the gap to the best route. ``cheap`` is the new
+   lists, with the slot guard), nDCG@10, the gap to the best route and a paired test of each
+   default against it (:func:`paired_p`, Fisher's randomisation test on the per-query nDCG@10). ``cheap`` is the new
    default over the routes the timebox left complete (the stage a cut-short layer must not
    pull below).
 
@@ -55,8 +56,9 @@ def read_share(doc: str, route: str) -> float:
 
 
 def at_timebox(lists, timebox: float):
-    """``(lists, partial routes)`` as a search with this timebox would get them (simulated)."""
-    out, partial = {}, []
+    """``(lists, {partial route: coverage})`` as a search with this timebox would get them
+    (simulated; the engine reports a cut-short scan's coverage on its run, and the fusion reads it)."""
+    out, partial = {}, {}
     for r, items in lists.items():
         cost = COST_MS.get(r, 100) / 1000.0
         if cost <= timebox:
@@ -65,8 +67,20 @@ def at_timebox(lists, timebox: float):
             cov = timebox / cost
             kept = [(d, s) for d, s in items if read_share(d, r) < cov]
             if kept:
-                out[r], partial = kept, partial + [r]
+                out[r], partial[r] = kept, cov
     return out, partial
+
+
+def paired_p(a, b) -> float:
+    """Fisher's randomisation test (scipy's paired permutation test, 10,000 resamples, seeded)
+    of per-query figures ``a`` against ``b``: the two-sided p-value of their mean difference."""
+    from scipy.stats import permutation_test
+
+    if all(x == y for x, y in zip(a, b)):
+        return 1.0
+    res = permutation_test((np.asarray(a), np.asarray(b)), lambda x, y: np.mean(x - y),
+                           permutation_type="samples", n_resamples=10_000, random_state=0)
+    return float(res.pvalue)
 
 
 def load(specs, max_queries: int, depth: int):
@@ -98,27 +112,40 @@ def score_cell(data, sub, timebox, models):
     best = max(means, key=lambda r: (means[r], r))
     out = {k: round(float(np.mean(v)), 4) for k, v in vals.items()}
     out.update(best_route=best, best=round(means[best], 4), gap=round(out["new"] - means[best], 4),
-               gap_previous=round(out["previous"] - means[best], 4))
+               gap_previous=round(out["previous"] - means[best], 4),
+               p_new=round(paired_p(vals["new"], per_route[best]), 4),
+               p_previous=round(paired_p(vals["previous"], per_route[best]), 4))
+    out["per_query"] = {"new": vals["new"], "previous": vals["previous"]}  # popped by main
     return out
 
 
 def summary(rows, key):
     gaps = [r[key] for r in rows]
     worst = min(rows, key=lambda r: r[key])
+    p = "p_new" if key == "gap" else "p_previous"
     return {"failing": sum(g < -0.005 for g in gaps), "cells": len(gaps), "worst": round(worst[key], 4),
+            "failing_significant": sum(r[key] < -0.005 and r[p] < 0.05 for r in rows),
             "worst_cell": f"{worst['set']} {worst['subset']} {worst['timebox_s']:g}",
             "mean_gap_no_deadline": round(float(np.mean([r[key] for r in rows if r["timebox_s"] == math.inf])), 4)}
 
 
-def monotone_drops(rows, label):
+def monotone_drops(rows, label, per_query=None):
     """Cells whose ``label`` figure is more than half a point below the same set and subset at
-    a shorter timebox."""
+    a shorter timebox: ``"SET SUBSET TIMEBOX"``, with `` (-GAP vs SHORTER s, p P)`` when
+    ``per_query`` (``{(set, subset, timebox): {label: [nDCG@10 per query]}}``) gives the paired
+    test of the drop against the best shorter timebox (the same queries)."""
     drops = []
     for r in rows:
         shorter = [o for o in rows if o["set"] == r["set"] and o["subset"] == r["subset"]
                    and o["timebox_s"] < r["timebox_s"]]
         if shorter and r[label] < max(o[label] for o in shorter) - 0.005:
-            drops.append(f"{r['set']} {r['subset']} {r['timebox_s']:g}")
+            line = f"{r['set']} {r['subset']} {r['timebox_s']:g}"
+            if per_query is not None:
+                top = max(shorter, key=lambda o: o[label])
+                a = per_query[(r["set"], r["subset"], r["timebox_s"])][label]
+                b = per_query[(top["set"], top["subset"], top["timebox_s"])][label]
+                line += f" ({r[label] - top[label]:+.4f} vs {top['timebox_s']:g} s, p {paired_p(a, b):.3f})"
+            drops.append(line)
     return drops
 
 
@@ -144,10 +171,10 @@ def main(argv=None) -> int:
     if args.fit_out:
         final.save(args.fit_out)
         print(f"wrote {args.fit_out}", flush=True)
-    rows = []
+    rows, per_query = [], {}
     print("| set | layers | timebox s | best route | best | rrf | route-unique | previous | cheap | new | "
-          "new - best | previous - best |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "new - best | p | previous - best | p |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, data in sets.items():
         models = {"previous": (old, True), "new": (held[name], True)}
         for subset in SUBSETS:
@@ -156,14 +183,16 @@ def main(argv=None) -> int:
                 continue
             for tb in boxes:
                 cell = score_cell(data, sub, tb, models)
+                per_query[(name, subset, tb)] = cell.pop("per_query")
                 rows.append({"set": name, "subset": subset, "timebox_s": tb, **cell})
                 print(f"| {name} | {subset} | {tb:g} | {cell['best_route']} | {cell['best']:.4f} | {cell['rrf']:.4f} | "
                       f"{cell['route-unique']:.4f} | {cell['previous']:.4f} | {cell['cheap']:.4f} | {cell['new']:.4f} | "
-                      f"{cell['gap']:+.4f} | {cell['gap_previous']:+.4f} |", flush=True)
+                      f"{cell['gap']:+.4f} | {cell['p_new']:.3f} | {cell['gap_previous']:+.4f} | "
+                      f"{cell['p_previous']:.3f} |", flush=True)
     res = {"new": summary(rows, "gap"), "previous": summary(rows, "gap_previous"),
            "new_below_cheap": sum(r["new"] < r["cheap"] - 0.005 for r in rows if r["timebox_s"] != math.inf),
-           "monotone_drops_new": monotone_drops(rows, "new"),
-           "monotone_drops_previous": monotone_drops(rows, "previous"), "seconds": round(time.time() - t0)}
+           "monotone_drops_new": monotone_drops(rows, "new", per_query),
+           "monotone_drops_previous": monotone_drops(rows, "previous", per_query), "seconds": round(time.time() - t0)}
     print(json.dumps(res, indent=1))
     if args.out:
         Path(args.out + ".json").write_text(json.dumps(

@@ -16,11 +16,12 @@ import math
 from dataclasses import replace
 from typing import Any, Mapping
 
+from lar.fusion.coverage import coverage_factors, coverages, weighted_rrf_scores
 from lar.fusion.decide import decided_order, followed, in_list_order, kind, pins, signature
 from lar.fusion.model import load_model
 from lar.fusion.partial import guarded_scores, positional_scores
 from lar.fusion.probe import probe_runs
-from lar.fusion.rrf import DEFAULT_C, rrf
+from lar.fusion.rrf import DEFAULT_C, check_c, rrf
 from lar.fusion.scales import route_values
 from lar.fusion.table import Key, Runs, by_score, check_k, collect, ordered
 from lar.fusion.units import by_unit, unit_scores
@@ -28,31 +29,37 @@ from lar.fusion.units import by_unit, unit_scores
 # how many leading keys of each finished route a cut-short route is checked against
 PARTIAL_DEPTH = 10
 # a cut-short route re-sorts the keys it scored only when it orders at least this share of the
-# pairs of the cheap stage's leading keys it scored as the cheap stage does (else the finished
-# routes' order stands: a partial scan that contradicts them cannot pull below them)
+# pairs of the cheap stage's leading keys (its first CONCORDANCE_DEPTH) it scored as the cheap
+# stage does, counting CONCORDANCE_PRIOR pseudo-pairs at one half (else the finished routes'
+# order stands: a partial scan that contradicts them, or scored too few of them to tell,
+# cannot pull below them)
 PARTIAL_CONCORDANCE = 0.7
+CONCORDANCE_DEPTH = 20
+CONCORDANCE_PRIOR = 4.0
 
 
-def concordance(order, values) -> float:
+def concordance(order, values, prior: float = 0.0) -> float:
     """Share of the pairs of ``order``'s keys that ``values`` (``{key: value}``) scored which it
-    orders as ``order`` does (ties count half); 1 with fewer than two such keys."""
+    orders as ``order`` does (ties count half); 1 with fewer than two such keys and no
+    ``prior``. ``prior`` pseudo-pairs at one half are added (a share read from one or two
+    pairs is a coin toss, not agreement: with ``prior`` 4, one concordant pair reads 0.6)."""
     scored = [values[key] for key in order if key in values]
     pairs = [(a, b) for i, a in enumerate(scored) for b in scored[i + 1:]]
-    if not pairs:
+    if not pairs and not prior:
         return 1.0
-    return sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs) / len(pairs)
+    agree = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs)
+    return (agree + 0.5 * prior) / (len(pairs) + prior)
 
 
 def partial_factors(runs: Runs, partial, depth: int = PARTIAL_DEPTH) -> dict[str, float]:
-    """For each route in ``partial`` (cut short by the timebox), the share of the complete routes'
-    leading keys (the union of their first ``depth``) that it scored: 1 when its partial list
-    covers what the finished routes rank first (it reranked the right pool), near 0 when it
-    scanned elsewhere. With no complete route to compare against, 1."""
-    partial = [r for r in partial if r in runs]
-    top = {key for r, items in runs.items() if r not in partial for key, _ in items[:depth]}
-    if not top:
-        return {r: 1.0 for r in partial}
-    return {r: len(top.intersection(key for key, _ in runs[r])) / len(top) for r in partial}
+    """For each route in ``partial`` (cut short by the timebox or partly built: names, or
+    ``{route: coverage}``), its weight factor (:func:`lar.fusion.coverage.coverage_factors`):
+    the share of the complete routes' leading keys (the union of their first ``depth``) that it
+    scored, never below its coverage squared when that is known: 1 when its partial list covers
+    what the finished routes rank first (it reranked the right pool), near its coverage when it
+    scanned elsewhere. With no complete route to compare against, its coverage squared (1 when
+    not known)."""
+    return coverage_factors({r: items for r, items in runs.items()}, partial, depth)
 
 
 def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEFAULT_C,
@@ -96,6 +103,14 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
     finished = [r for r in table.routes if r not in partial and dedup[r]]
     if guard_slots and cut and finished:
         return guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, units)
+    if guard_slots and len(cut) > 1:  # nothing finished: the best covered routes stand in for it
+        factors = partial_factors(dedup, partial)
+        lead = [r for r in cut if factors[r] >= max(factors.values())]
+        if len(lead) < len(cut):
+            cov = coverages(partial)
+            rest = {r: cov[r] for r in cut if r not in lead}
+            return guarded(runs, table, dedup, k, model, c, rest, lead, backgrounds, units,
+                           lead_partial={r: cov[r] for r in lead})
     sig = signature(r for r in table.routes if dedup[r])
     if units is not None:  # falls back to places when no route's unit list carries signal
         lists = {r: by_unit(items, units) for r, items in dedup.items()}
@@ -105,10 +120,11 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
             return decided(table, scores, k, model, dedup, probes, weights, partial), probes, weights, fits
     probes, fits, weights, live = weigh(dedup, model, partial, backgrounds, sig)
     if not live:
-        fallback = rrf(runs, k, c)
-        if not pins(dedup, model.exact, partial):
-            return fallback, probes, weights, fits
-        scores = {it.key: it.score for it in rrf(runs, None, c)}
+        factors = partial_factors(dedup, partial) if cut else {}
+        if not factors and not pins(dedup, model.exact, partial):
+            return rrf(runs, k, c), probes, weights, fits
+        # a partial list counts by its factor (its coverage when nothing finished)
+        scores = weighted_rrf_scores(table, factors, check_c(c))
         return decided(table, scores, k, model, dedup, probes, weights, partial), probes, weights, fits
     scores = {key: math.fsum(w * vals.get(key, floor) for _, w, vals, floor in live) for key in table.cands}
     return decided(table, scores, k, model, dedup, probes, weights, partial), probes, weights, fits
@@ -129,21 +145,34 @@ def decided(table, scores, k, model, dedup, probes, weights, partial):
     return by_score(table, positional_scores(order, scores), k)
 
 
-def guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, units):
+def guarded(runs, table, dedup, k, model, c, partial, finished, backgrounds, units, lead_partial=None):
     """Adaptive fusion with cut-short routes entering only for the keys they scored
     (:func:`lar.fusion.partial.guarded_scores`): the finished routes' own fusion is the order,
     each partial route re-sorts its keys among their positions. Probes and weights are those
-    of all routes together (the report shows the partial factors)."""
-    cheap = adaptive_fusion({r: runs[r] for r in finished}, None, model, c, (), backgrounds, units)[0]
+    of all routes together (the report shows the partial factors).
+
+    ``lead_partial`` (``{route: coverage}``): when no route finished, the best covered partial
+    routes play the finished ones (``finished``); they are partial all the same (no exact-match
+    pin from their few hits), and the other partial routes are read against them."""
+    lead_partial = lead_partial or {}
+    cheap = adaptive_fusion({r: runs[r] for r in finished}, None, model, c, lead_partial, backgrounds, units)[0]
     lists = dedup if units is None else {r: by_unit(items, units) for r, items in dedup.items()}
     sig = signature(r for r in table.routes if dedup[r])
     probes, fits, weights, live = weigh(lists, model, partial, backgrounds, sig)
+    for r, f in partial_factors({r: lists[r] for r in lead_partial}, lead_partial).items():
+        weights[r] *= f  # as reported: the stand-ins are partial too
+        probes[r] = replace(probes[r], partial_factor=f)
     unit_of = None if units is None else (lambda key: units.get(key, key))
-    top = [it.key if unit_of is None else unit_of(it.key) for it in cheap[:PARTIAL_DEPTH]]
+    top = [it.key if unit_of is None else unit_of(it.key) for it in cheap[:CONCORDANCE_DEPTH]]
     values = [(w, vals, floor) for r, w, vals, floor in live
-              if r in partial and concordance(top, vals) >= PARTIAL_CONCORDANCE]
-    scores = guarded_scores(list(table.cands), [(it.key, it.score) for it in cheap], values, unit_of)
-    pinned = pins(dedup, model.exact, partial)  # a partial route cannot unpin what the cheap stage pinned
+              if r in partial and concordance(top, vals, CONCORDANCE_PRIOR) >= PARTIAL_CONCORDANCE]
+    # keys only partial routes found and no weighted value tells apart follow their lists' ranks,
+    # each list counted by its factor (not the order the routes happen to be listed in)
+    tie = weighted_rrf_scores(table, {r: max(probes[r].partial_factor or 0.0, 1e-6) for r in table.routes if r in partial}, c)
+    keys = sorted(table.cands, key=lambda key: -tie[key])  # stable
+    scores = guarded_scores(keys, [(it.key, it.score) for it in cheap], values, unit_of)
+    # a partial route cannot unpin what the cheap stage pinned
+    pinned = pins(dedup, model.exact, [*partial, *lead_partial])
     if pinned:
         order = decided_order([cand.key for cand in ordered(table, scores)], pinned)
         scores = positional_scores(order, scores)
@@ -179,4 +208,4 @@ def weigh(lists, model, partial, backgrounds, sig=None):
     return probes, fits, weights, live
 
 
-__all__ = ["PARTIAL_CONCORDANCE", "PARTIAL_DEPTH", "adaptive_fusion", "balanced", "concordance", "decided", "guarded", "partial_factors", "weigh"]
+__all__ = ["CONCORDANCE_DEPTH", "CONCORDANCE_PRIOR", "PARTIAL_CONCORDANCE", "PARTIAL_DEPTH", "adaptive_fusion", "balanced", "concordance", "decided", "guarded", "partial_factors", "weigh"]

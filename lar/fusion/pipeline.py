@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 from lar.core.background import background_from
 from lar.core.types import Hit, LayerRun, RunState
 from lar.fusion.adaptive import adaptive_fusion
+from lar.fusion.coverage import run_coverages
 from lar.fusion.emit import fused_hit
 from lar.fusion.grouping import Group, group_hits, runs_for_fusion
 from lar.fusion.model import load_model
@@ -99,8 +100,7 @@ def fuse_hits(per_layer: Mapping[str, Sequence[Hit]], settings: FusionSettings,
     runs = runs or {}
     weights: Mapping[str, float] = {}
     if settings.policy == "adaptive":
-        cut = ([n for n in places if n in runs and covers_part(runs[n])]
-               if settings.partial_guard else [])
+        cut = run_coverages(runs, places) if settings.partial_guard else {}
         backgrounds = {n: (runs[n].probe or {}).get("background") for n in places if n in runs}
         units = {g.key: g.span.hash for g in groups} if settings.by_unit else None
         items, probes, weights, fits = adaptive_fusion(
