@@ -48,6 +48,50 @@ def batches(units: Sequence[Unit], max_bytes: int = BATCH_BYTES,
         yield run
 
 
+class PassRate:
+    """How fast a layer's batched encoder pass goes (bytes of text a second, measured), so that
+    a build with a deadline asks for batches that fit the time left: a batch abandoned at the
+    deadline keeps none of its work, and one sized past every slice of a build in short slices
+    (the harness's progress loop, a search's spare time) would never finish. Unmeasured, the
+    first batch is small; an abandoned one halves the rate."""
+
+    FIRST_BYTES = BATCH_BYTES // 8
+    SHARE = 0.5  # of the time left a batch may take
+
+    def __init__(self):
+        self.bytes_per_s: float | None = None
+
+    def observe(self, n_bytes: int, seconds: float) -> None:
+        if seconds > 0 and n_bytes > 0:
+            r = n_bytes / seconds
+            self.bytes_per_s = r if self.bytes_per_s is None else 0.5 * (self.bytes_per_s + r)
+
+    def missed(self) -> None:
+        self.bytes_per_s = (self.bytes_per_s or self.FIRST_BYTES) / 2
+
+    def budget_bytes(self, seconds_left: float) -> int:
+        if self.bytes_per_s is None:
+            return self.FIRST_BYTES
+        return int(max(0.0, self.bytes_per_s * seconds_left * self.SHARE))
+
+
+def fitted_batches(units: Sequence[Unit], deadline: float, rate: PassRate,
+                   max_units: int = BATCH_UNITS) -> Iterator[list[Unit]]:
+    """:func:`batches` whose size is chosen as each batch is asked for: at most what
+    ``rate`` says fits in its share of the time left before ``deadline`` (at least one unit;
+    a batch of one is built without the shared pass)."""
+    i = 0
+    while i < len(units):
+        cap = min(BATCH_BYTES, rate.budget_bytes(deadline - time.monotonic()))
+        run, size = [units[i]], units[i].size
+        i += 1
+        while i < len(units) and len(run) < max_units and size + units[i].size <= cap:
+            size += units[i].size
+            run.append(units[i])
+            i += 1
+        yield run
+
+
 def can_prepare(layer) -> bool:
     return batching_on() and implements(layer, "prepare_units")
 

@@ -34,7 +34,8 @@ from lar.core.deadline import work_limit
 from lar.core.errors import DeadlineExceeded
 from lar.core.layer import BaseLayer, ScopeView, Unit
 from lar.engine import collector
-from lar.engine.batching import BACKGROUND_BATCH_UNITS, batches, can_prepare, prepare
+from lar.engine.batching import (BACKGROUND_BATCH_UNITS, PassRate, batches, can_prepare,
+                                 fitted_batches, prepare)
 from lar.engine.share import BuildShare
 from lar.engine.warmup import LOADING_REASON, load_within
 
@@ -73,6 +74,7 @@ class Builder:
         self._spare_lock = threading.Lock()
         self.cancel_spare = threading.Event()  # set when the engine closes
         self.share = BuildShare()  # the background builder's share while searches run
+        self.pass_rates: dict[str, PassRate] = {}  # per layer: its batched pass speed (batching)
 
     # -- what to build ----------------------------------------------------------------------
     def layers(self, names: Iterable[str] | None = None) -> list[tuple[str, Any]]:
@@ -240,12 +242,16 @@ class Builder:
         """Build ``todo`` unit by unit until the deadline; 'ran' or 'aborted'."""
         total = len(todo) if total is None else total
         i = start
-        for run in batches(todo) if can_prepare(layer) else ([u] for u in todo):
+        rate = self.pass_rates.setdefault(name, PassRate())
+        for run in fitted_batches(todo, deadline, rate) if can_prepare(layer) else ([u] for u in todo):
             if time.monotonic() >= deadline or cancel.is_set():
                 return "aborted"
             shared = prepare(layer, run, deadline, cancel) if len(run) > 1 else 0.0
             if shared is None:  # the timebox ended inside the batch's encoder pass
+                rate.missed()
                 return "aborted"
+            if len(run) > 1:
+                rate.observe(sum(u.size for u in run), shared)
             for u in run:
                 i += 1
                 got = self.build_unit(name, layer, u, deadline, cancel, shared / len(run))
