@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TokenMatch", "token_matches", "sentence_spans", "localise", "LOCALISE_MASS"]
+__all__ = ["TokenMatch", "token_matches", "token_dicts", "sentence_spans", "localise",
+           "localise_weights", "LOCALISE_MASS"]
 
 LOCALISE_MASS = 0.6
 _SENTENCE_END = re.compile(rb"[.!?][\)\]\"']*\s+(?=\S)|\n")
@@ -50,6 +51,24 @@ def token_matches(query_tokens, weights, contrib, argmax, sim_max, row0: int,
     return out
 
 
+def token_dicts(query_tokens, weights, contrib, sim_max, rows, token_spans, text: bytes,
+                s: int, e: int) -> tuple[list[dict], list[tuple[int, int]]]:
+    """``[m.to_dict() for m in matches]`` and the hit's sub-spans (the positively contributing
+    matched tokens inside ``[s, e)``, sorted, distinct) for the matches that
+    :func:`token_matches` gives, from arrays (``rows``: the matched rows of the unit)."""
+    spans = token_spans[rows].tolist()
+    ws, cs_, ss = weights.tolist(), contrib.tolist(), sim_max.tolist()
+    toks, subs = [], set()
+    for i, qt in enumerate(query_tokens):
+        a, b = spans[i]
+        c = cs_[i]
+        toks.append({"q": qt, "w": round(ws[i], 4), "contrib": round(c, 5), "sim": round(ss[i], 5),
+                     "match": text[a:b].decode("utf-8", errors="replace"), "span": [a, b]})
+        if c > 0 and s <= a and b <= e and b > a:
+            subs.add((a, b))
+    return toks, sorted(subs)
+
+
 def sentence_spans(text: bytes, start: int, end: int) -> list[tuple[int, int]]:
     """Sentences (or lines) of ``text[start:end]`` as byte spans that tile the range."""
     cuts = [start]
@@ -72,16 +91,25 @@ def localise(text: bytes, chunk: tuple[int, int], matches: list[TokenMatch],
              mass: float = LOCALISE_MASS) -> tuple[int, int]:
     """The shortest run of sentences of ``chunk`` holding ``mass`` of the positive contribution
     (ties: fewer bytes); the whole chunk when nothing positive matched."""
+    starts = np.array([m.start for m in matches], dtype=np.int64)
+    contrib = np.array([m.contribution for m in matches], dtype=np.float64)
+    return localise_weights(text, chunk, starts, contrib, mass)
+
+
+def localise_weights(text: bytes, chunk: tuple[int, int], starts, contrib,
+                     mass: float = LOCALISE_MASS) -> tuple[int, int]:
+    """:func:`localise` from arrays: each matched token's byte ``starts`` and ``contrib``
+    (weight x similarity), in query-token order."""
     cs, ce = chunk
     sents = sentence_spans(text, cs, ce)
     if len(sents) <= 1:
         return _strip(text, cs, ce) if ce > cs else (cs, ce)
-    starts = np.array([s for s, _ in sents])
-    weight = np.zeros(len(sents))
-    for m in matches:
-        if m.contribution > 0:
-            j = int(np.searchsorted(starts, m.start, side="right")) - 1
-            weight[max(j, 0)] += m.contribution
+    sent_starts = np.array([a for a, _ in sents])
+    contrib = np.asarray(contrib, dtype=np.float64)
+    pos = contrib > 0
+    j = np.maximum(np.searchsorted(sent_starts, np.asarray(starts)[pos], side="right") - 1, 0)
+    # bincount adds in input order, as a loop over the matches would
+    weight = np.bincount(j, weights=contrib[pos], minlength=len(sents))
     total = weight.sum()
     if total <= 0:
         return _strip(text, cs, ce)
