@@ -97,11 +97,13 @@ def localise(text: bytes, chunk: tuple[int, int], matches: list[TokenMatch],
 
 
 def localise_weights(text: bytes, chunk: tuple[int, int], starts, contrib,
-                     mass: float = LOCALISE_MASS) -> tuple[int, int]:
+                     mass: float = LOCALISE_MASS, sents=None) -> tuple[int, int]:
     """:func:`localise` from arrays: each matched token's byte ``starts`` and ``contrib``
-    (weight x similarity), in query-token order."""
+    (weight x similarity), in query-token order (``sents``: the chunk's
+    :func:`sentence_spans`, when the caller has them)."""
     cs, ce = chunk
-    sents = sentence_spans(text, cs, ce)
+    if sents is None:
+        sents = sentence_spans(text, cs, ce)
     if len(sents) <= 1:
         return _strip(text, cs, ce) if ce > cs else (cs, ce)
     sent_starts = np.array([a for a, _ in sents])

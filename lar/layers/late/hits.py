@@ -16,7 +16,7 @@ import numpy as np
 
 from lar.core.fasthit import layer_hit
 from lar.core.types import Hit, Span
-from lar.layers.late.explain import localise_weights, token_dicts
+from lar.layers.late.explain import localise_weights, sentence_spans, token_dicts
 
 __all__ = ["Explanations", "late_hits"]
 
@@ -57,47 +57,96 @@ class Explanations:
         return replace(ev, sub_spans=tuple(subs), details=details)
 
 
-def late_hits(layer, lq, qe, q, w, res, paths, budget) -> list[Hit]:
-    """The hits of the scan result ``res`` of ``layer`` (best first), offered to ``budget``."""
+#: sentence spans per unit text and chunk: they depend on the text only, and the same units come
+#: back query after query (cleared when full; the key holds the text's hash, which bytes cache,
+#: for a unit whose extracted text differs by path)
+SENTENCES: dict[tuple, list[tuple[int, int]]] = {}
+SENTENCES_MAX = 50_000
+BATCH_ROWS = 32_768  # token rows converted to float32 at a time
+
+
+def _sentences(h: str, text: bytes, cs: int, ce: int) -> list[tuple[int, int]]:
+    key = (h, len(text), hash(text), cs, ce)
+    got = SENTENCES.get(key)
+    if got is None:
+        if len(SENTENCES) >= SENTENCES_MAX:
+            SENTENCES.clear()
+        got = SENTENCES[key] = sentence_spans(text, cs, ce)
+    return got
+
+
+def _pool_rows(layer, res, paths):
+    """``(score, hash, chunk, encoding, text, a, b)`` of each top chunk still readable, in
+    batches of about ``BATCH_ROWS`` token rows."""
+    texts: dict[str, bytes] = {}
+    batch, rows = [], 0
+    for score, h, c in res.top:
+        try:
+            enc = layer.load(h)
+            if h not in texts:
+                texts[h] = layer.ctx.reader.unit_text(h, paths.get(h))
+        except Exception:  # vanished since the scan
+            continue
+        a, b = enc.chunk_rows(c)
+        batch.append((score, h, c, enc, texts[h], a, b))
+        rows += b - a
+        if rows >= BATCH_ROWS:
+            yield batch
+            batch, rows = [], 0
+    if batch:
+        yield batch
+
+
+def _as_f32(batch):
+    """Each item's token rows as float32: one conversion for the batch's float16 rows (exact,
+    element by element: the same values as one chunk at a time), int8 rows scaled back."""
     from lar.maxsim.common import to_f32
 
+    out: list = [None] * len(batch)
+    plain = [i for i, it in enumerate(batch) if it[3].token_scales is None]
+    for i, (_, _, _, enc, _, a, b) in enumerate(batch):
+        if enc.token_scales is not None:
+            out[i] = enc.tokens_f32(a, b)
+    if plain:
+        parts = [batch[i][3].tokens[batch[i][5]:batch[i][6]] for i in plain]
+        if all(p.dtype == parts[0].dtype for p in parts):
+            big = to_f32(np.ascontiguousarray(np.concatenate(parts)))
+            off = 0
+            for i, p in zip(plain, parts):
+                out[i] = big[off:off + len(p)]
+                off += len(p)
+        else:
+            for i, p in zip(plain, parts):
+                out[i] = to_f32(np.ascontiguousarray(p))
+    return out
+
+
+def late_hits(layer, lq, qe, q, w, res, paths, budget) -> list[Hit]:
+    """The hits of the scan result ``res`` of ``layer`` (best first), offered to ``budget``."""
     hits: list[Hit] = []
-    texts: dict[str, bytes] = {}
     kind = f"MaxSim: sum over query tokens of weight x best cosine ({layer.shared.encoder.model_id})"
     finish = Explanations(layer, qe, w)
-    cols = None
+    cols = np.arange(q.shape[0])
     localise = layer.options["localise"]
     with one_blas_thread():
-        for score, h, c in res.top:
-            try:
-                enc = layer.load(h)
-                if h not in texts:
-                    texts[h] = layer.ctx.reader.unit_text(h, paths.get(h))
-            except Exception:  # vanished since the scan
-                continue
-            text = texts[h]
-            a, b = enc.chunk_rows(c)
-            if enc.token_scales is not None:
-                x = enc.tokens_f32(a, b)
-            else:
-                x = to_f32(np.ascontiguousarray(enc.tokens[a:b]))
-            sims = x @ q.T  # (chunk tokens, query tokens): the same products the scan maxed over
-            if cols is None:
-                cols = np.arange(sims.shape[1])
-            best = sims.argmax(axis=0)
-            sim_max = sims[best, cols]
-            contrib = w * sim_max
-            rows = a + best
-            cs, ce = (int(x) for x in enc.chunk_spans[c])
-            ce = min(ce, len(text))
-            if localise:
-                s, e = localise_weights(text, (cs, ce), enc.token_spans[rows, 0], contrib)
-            else:
-                s, e = cs, ce
-            span = Span(h, s, e)
-            finish.keep(span, score, rows, sim_max, contrib, enc.token_spans, text, cs, ce)
-            hits.append(layer_hit(layer.name, span, rank=len(hits) + 1, score=score,
-                                  score_kind=kind, query=lq.to_dict()))
+        for batch in _pool_rows(layer, res, paths):
+            for (score, h, c, enc, text, a, b), x in zip(batch, _as_f32(batch)):
+                sims = x @ q.T  # (chunk tokens, query tokens): the products the scan maxed over
+                best = sims.argmax(axis=0)
+                sim_max = sims[best, cols]
+                contrib = w * sim_max
+                rows = a + best
+                cs, ce = (int(v) for v in enc.chunk_spans[c])
+                ce = min(ce, len(text))
+                if localise:
+                    s, e = localise_weights(text, (cs, ce), enc.token_spans[rows, 0], contrib,
+                                            sents=_sentences(h, text, cs, ce))
+                else:
+                    s, e = cs, ce
+                span = Span(h, s, e)
+                finish.keep(span, score, rows, sim_max, contrib, enc.token_spans, text, cs, ce)
+                hits.append(layer_hit(layer.name, span, rank=len(hits) + 1, score=score,
+                                      score_kind=kind, query=lq.to_dict()))
     hits = budget.settle(layer.name, hits, finish)
     budget.offer(hits)
     return hits
