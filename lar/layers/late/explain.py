@@ -9,7 +9,9 @@ matched tokens are the hit's sub-spans.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 
@@ -106,24 +108,26 @@ def localise_weights(text: bytes, chunk: tuple[int, int], starts, contrib,
         sents = sentence_spans(text, cs, ce)
     if len(sents) <= 1:
         return _strip(text, cs, ce) if ce > cs else (cs, ce)
-    sent_starts = np.array([a for a, _ in sents])
-    contrib = np.asarray(contrib, dtype=np.float64)
-    pos = contrib > 0
-    j = np.maximum(np.searchsorted(sent_starts, np.asarray(starts)[pos], side="right") - 1, 0)
-    # bincount adds in input order, as a loop over the matches would
-    weight = np.bincount(j, weights=contrib[pos], minlength=len(sents))
-    total = weight.sum()
+    # plain Python on these few numbers (a chunk's sentences, the query's tokens): the same
+    # additions, in the same order, as the array form (one sum left to numpy, which pairs its terms)
+    sent_starts = [a for a, _ in sents]
+    weight = [0.0] * len(sents)
+    for st, c in zip(np.asarray(starts).tolist(), np.asarray(contrib, dtype=np.float64).tolist()):
+        if c > 0:
+            weight[max(bisect_right(sent_starts, st) - 1, 0)] += c
+    total = float(np.array(weight).sum())
     if total <= 0:
         return _strip(text, cs, ce)
     need = mass * total - 1e-12
-    prefix = np.concatenate([[0.0], np.cumsum(weight)])
+    prefix = [0.0, *accumulate(weight)]
     best = None
     j = 0
-    for i in range(len(sents)):  # two pointers: for each start, the first end reaching ``need``
+    n = len(sents)
+    for i in range(n):  # two pointers: for each start, the first end reaching ``need``
         j = max(j, i)
-        while j < len(sents) and prefix[j + 1] - prefix[i] < need:
+        while j < n and prefix[j + 1] - prefix[i] < need:
             j += 1
-        if j == len(sents):
+        if j == n:
             break
         key = (j - i, sents[j][1] - sents[i][0])
         if best is None or key < best[0]:

@@ -62,7 +62,7 @@ class Explanations:
 #: for a unit whose extracted text differs by path)
 SENTENCES: dict[tuple, list[tuple[int, int]]] = {}
 SENTENCES_MAX = 50_000
-BATCH_ROWS = 32_768  # token rows converted to float32 at a time
+BATCH_ROWS = 8192  # token rows converted to float32 at a time, into one reused buffer
 
 
 def _sentences(h: str, text: bytes, cs: int, ce: int) -> list[tuple[int, int]]:
@@ -97,7 +97,7 @@ def _pool_rows(layer, res, paths):
         yield batch
 
 
-def _as_f32(batch):
+def _as_f32(batch, buf: list):
     """Each item's token rows as float32: one conversion for the batch's float16 rows (exact,
     element by element: the same values as one chunk at a time), int8 rows scaled back."""
     from lar.maxsim.common import to_f32
@@ -110,7 +110,12 @@ def _as_f32(batch):
     if plain:
         parts = [batch[i][3].tokens[batch[i][5]:batch[i][6]] for i in plain]
         if all(p.dtype == parts[0].dtype for p in parts):
-            big = to_f32(np.ascontiguousarray(np.concatenate(parts)))
+            joined = np.concatenate(parts)
+            if buf and (buf[0].shape[0] < len(joined) or buf[0].shape[1:] != joined.shape[1:]):
+                buf.clear()
+            if not buf:
+                buf.append(np.empty((max(len(joined), BATCH_ROWS),) + joined.shape[1:], np.float32))
+            big = to_f32(joined, buf[0])
             off = 0
             for i, p in zip(plain, parts):
                 out[i] = big[off:off + len(p)]
@@ -128,9 +133,10 @@ def late_hits(layer, lq, qe, q, w, res, paths, budget) -> list[Hit]:
     finish = Explanations(layer, qe, w)
     cols = np.arange(q.shape[0])
     localise = layer.options["localise"]
+    buf: list = []  # the float32 rows of the current batch (only its items' views read them)
     with one_blas_thread():
         for batch in _pool_rows(layer, res, paths):
-            for (score, h, c, enc, text, a, b), x in zip(batch, _as_f32(batch)):
+            for (score, h, c, enc, text, a, b), x in zip(batch, _as_f32(batch, buf)):
                 sims = x @ q.T  # (chunk tokens, query tokens): the products the scan maxed over
                 best = sims.argmax(axis=0)
                 sim_max = sims[best, cols]
