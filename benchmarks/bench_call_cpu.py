@@ -126,8 +126,9 @@ def main(argv=None) -> int:
 
         full_call(qs[0])
         lazy_ms, full_ms = [], []
-        for b in range(a.blocks):
-            for name, fn, out in ((("lazy", lar_call, lazy_ms), ("full", full_call, full_ms))[::1 if b % 2 == 0 else -1]):
+        pair = [("lazy", lar_call, lazy_ms), ("full", full_call, full_ms)]
+        for b in range(a.blocks):  # alternating which goes first
+            for name, fn, out in (pair if b % 2 == 0 else pair[::-1]):
                 cpu, threads = per_thread(fn, qs, a.reps, flush=flush)
                 out.append(cpu)
                 if name == "lazy":

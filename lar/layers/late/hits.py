@@ -22,7 +22,9 @@ __all__ = ["Explanations", "late_hits"]
 
 
 def one_blas_thread():
-    """A context with BLAS on one thread (threadpoolctl, when installed; else nothing)."""
+    """A context with BLAS on one thread (threadpoolctl, when installed; else nothing). The
+    limit is the process's: a numpy product another thread runs meanwhile runs on one thread
+    too (the same values, for the few milliseconds this lasts)."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # an optimisation only: the values are the same either way
