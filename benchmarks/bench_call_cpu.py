@@ -4,14 +4,17 @@
 Plain script (not collected by pytest)::
 
     PYTHONPATH=<tree> .venv/bin/python benchmarks/bench_call_cpu.py --state DIR
-        [--docs 1500] [--queries 30] [--reps 3] [--layer bm25] [--out FILE]
+        [--docs 1500] [--queries 30] [--reps 3] [--layer bm25] [--full-pool] [--out FILE]
 
 Wall-clock figures on a shared machine measure the scheduler as much as lar (every thread hop
 of a call waits for a core), so this reports CPU: the process's CPU per call (every thread,
 the engine's background threads and the call log's writer included, read from
 ``/proc/self/task`` around a block of back-to-back calls plus a short settle), split by thread
 name, and the CPU per query of bm25s and tantivy on the same texts. Reuses the corpus and state
-of ``bench_bm25_call.py --state DIR`` (builds them when missing).
+of ``bench_bm25_call.py --state DIR`` (builds them when missing). ``--full-pool`` adds
+``lar_full_cpu_ms``: the same calls on the path before issue 26 (every layer completes its whole
+pool: ``lar.engine.finishing.DEFER = False``, late's BLAS threads as they are), in blocks
+alternating with the deferring path's (``lar_cpu_ms`` is then the median of its blocks).
 """
 from __future__ import annotations
 
@@ -79,6 +82,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--layer", default="bm25")
     ap.add_argument("--state", required=True)
+    ap.add_argument("--full-pool", action="store_true")
+    ap.add_argument("--blocks", type=int, default=3, help="alternating blocks with --full-pool")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     work = Path(a.state)
@@ -103,7 +108,36 @@ def main(argv=None) -> int:
     for q in qs[:3]:
         lar_call(q)
     flush()
-    R["lar_cpu_ms"], R["lar_threads_ms"] = per_thread(lar_call, qs, a.reps, flush=flush)
+    if a.full_pool:
+        import statistics
+        from contextlib import nullcontext
+
+        from lar.engine import finishing
+        from lar.layers.late import hits as late_hits_mod
+
+        one_thread = late_hits_mod.one_blas_thread
+
+        def full_call(q):
+            finishing.DEFER, late_hits_mod.one_blas_thread = False, nullcontext
+            try:
+                return lar_call(q)
+            finally:
+                finishing.DEFER, late_hits_mod.one_blas_thread = True, one_thread
+
+        full_call(qs[0])
+        lazy_ms, full_ms = [], []
+        pair = [("lazy", lar_call, lazy_ms), ("full", full_call, full_ms)]
+        for b in range(a.blocks):  # alternating which goes first
+            for name, fn, out in (pair if b % 2 == 0 else pair[::-1]):
+                cpu, threads = per_thread(fn, qs, a.reps, flush=flush)
+                out.append(cpu)
+                if name == "lazy":
+                    R["lar_threads_ms"] = threads
+        R["lar_cpu_ms"], R["lar_full_cpu_ms"] = statistics.median(lazy_ms), statistics.median(full_ms)
+        R["lar_cpu_blocks_ms"], R["lar_full_cpu_blocks_ms"] = lazy_ms, full_ms
+        R["full_over_lazy_cpu"] = round(R["lar_full_cpu_ms"] / R["lar_cpu_ms"], 3)
+    else:
+        R["lar_cpu_ms"], R["lar_threads_ms"] = per_thread(lar_call, qs, a.reps, flush=flush)
     if eng.call_log is not None:
         log, eng.call_log = eng.call_log, None
         R["lar_no_call_log_cpu_ms"], _ = per_thread(lar_call, qs, a.reps)
@@ -112,6 +146,8 @@ def main(argv=None) -> int:
         for name, fn in (("tantivy", tantivy_searcher(corpus)), ("bm25s", bm25s_searcher(corpus))):
             R[f"{name}_cpu_ms"], _ = per_thread(fn, qs, a.reps, settle=0.0)
             R[f"cpu_ratio_vs_{name}"] = round(R["lar_cpu_ms"] / R[f"{name}_cpu_ms"], 1)
+            if a.full_pool:
+                R[f"full_cpu_ratio_vs_{name}"] = round(R["lar_full_cpu_ms"] / R[f"{name}_cpu_ms"], 1)
     R["load_end"] = load_avg()
     R = {k: round(v, 3) if isinstance(v, float) else v for k, v in R.items()}
     print(json.dumps(R, indent=2))

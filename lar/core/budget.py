@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from lar.core.background import ScoreBackground
+from lar.core.deferred import Finisher, complete_hits
 from lar.core.types import Hit
 
 
@@ -54,11 +55,17 @@ class Budget:
     when they stopped early, ``warn`` / ``note`` / ``detail`` / ``set_probe`` /
     ``set_background`` for the rest of what they know (:class:`LayerReport`), and ``offer``
     with the hits found so far, which the orchestrator keeps if it has to cancel them.
+
+    ``deferred`` (set by the orchestrator): the layer may return light hits and leave the costly
+    per-hit evidence to a finisher run on the hits the search returns (:meth:`settle`,
+    :mod:`lar.core.deferred`); ``finisher`` is the one it left.
     """
 
-    def __init__(self, deadline: float, *, pool: int = 100):
+    def __init__(self, deadline: float, *, pool: int = 100, deferred: bool = False):
         self.deadline = deadline
         self.pool = pool
+        self.deferred = deferred
+        self.finisher: Finisher | None = None
         self.coverage: float | None = None
         self.offered: list[Hit] = []
         self._partial = False
@@ -84,6 +91,14 @@ class Budget:
         """Publish the hits found so far: if the layer is cancelled at the deadline, the
         orchestrator keeps these instead of nothing (anytime behaviour for long scans)."""
         self.offered = list(hits)
+
+    def settle(self, layer: str, hits: list[Hit], finish: Finisher) -> list[Hit]:
+        """A layer's light ``hits`` as it returns them: as they are, with ``finish`` kept for
+        the hits the search returns, when the budget is ``deferred``; else completed now."""
+        if self.deferred:
+            self.finisher = finish
+            return hits
+        return complete_hits(layer, hits, finish)
 
     def set_coverage(self, fraction: float) -> None:
         self.coverage = min(1.0, max(0.0, float(fraction)))

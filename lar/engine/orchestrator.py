@@ -20,6 +20,7 @@ from lar.core.errors import LarError, LayerFailedError
 from lar.core.layer import BaseLayer, Budget, Candidate, ScopeView
 from lar.core.request import SearchRequest
 from lar.core.types import Hit, LayerRun, RunState
+from lar.engine import finishing
 from lar.fusion.pipeline import FusionSettings, fuse_hits
 
 # Layers get the deadline minus this margin so they can return partial results themselves; a
@@ -31,12 +32,14 @@ EARLY_WAIT = 0.2
 
 @dataclass(frozen=True)
 class LayerOutcome:
-    """One layer's part of a search: its hits, its run report, when it finished."""
+    """One layer's part of a search: its hits, its run report, when it finished, and the
+    finisher of its deferred per-hit evidence (``lar.engine.finishing``)."""
 
     name: str
     hits: tuple[Hit, ...]
     run: LayerRun
     finished_at: float | None = None
+    finish: Any = None
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ async def run_layer(name: str, layer: BaseLayer, query: Any, scope: ScopeView, b
             if name not in h.signals:
                 raise LarError(f"layer {name!r} returned a hit without its own signal")
         run = _report_run(name, role, query, budget, hits, t0)
-        return LayerOutcome(name, tuple(hits), run, time.monotonic())
+        return LayerOutcome(name, tuple(hits), run, time.monotonic(), budget.finisher)
     except asyncio.CancelledError:
         hits = [h for h in budget.offered if name in h.signals]
         reason = "timebox ended before it finished"
@@ -101,7 +104,7 @@ async def run_layer(name: str, layer: BaseLayer, query: Any, scope: ScopeView, b
             reason += f"; kept the {len(hits)} hits it had offered"
         run = LayerRun(name, RunState.ABORTED, reason, len(hits), time.monotonic() - t0,
                        budget.coverage, role, query)
-        return LayerOutcome(name, tuple(hits), run, time.monotonic() if hits else None)
+        return LayerOutcome(name, tuple(hits), run, time.monotonic() if hits else None, budget.finisher)
     except LarError as exc:
         run = LayerRun(name, RunState.FAILED, str(exc), 0, time.monotonic() - t0, None, role, query)
         return LayerOutcome(name, (), run)
@@ -213,12 +216,13 @@ async def orchestrate(request: SearchRequest, layers: Sequence[tuple[str, BaseLa
     ready = asyncio.ensure_future(prepare()) if prepare is not None else None
 
     def budget() -> Budget:
-        return Budget(deadline - LAYER_MARGIN, pool=pool)
+        return Budget(deadline - LAYER_MARGIN, pool=pool, deferred=finishing.DEFER)
 
     def needs(layer: BaseLayer):
         return ready if ready is not None and not layer.always_current else None
 
     per_layer: dict[str, tuple[Hit, ...]] = {}
+    finishers: dict[str, Any] = {}
     first_result: list[float] = []
 
     def record(outcomes: Sequence[LayerOutcome]) -> None:
@@ -226,6 +230,8 @@ async def orchestrate(request: SearchRequest, layers: Sequence[tuple[str, BaseLa
             runs[o.name] = o.run
             if o.hits:
                 per_layer[o.name] = o.hits
+                if o.finish is not None:
+                    finishers[o.name] = o.finish
                 if o.finished_at is not None:
                     first_result.append(o.finished_at - t0)
 
@@ -265,7 +271,7 @@ async def orchestrate(request: SearchRequest, layers: Sequence[tuple[str, BaseLa
     order = [n for n, _ in layers]
     ordered_runs = [runs[n] for n in order if n in runs] + [r for n, r in runs.items() if n not in order]
     return SearchOutcome(
-        hits=fused.hits, runs=tuple(ordered_runs), candidates=tuple(g.span.hash for g in fused.groups),
+        hits=finishing.finish_fused(fused.hits, fused.groups, finishers), runs=tuple(ordered_runs), candidates=tuple(g.span.hash for g in fused.groups),
         prepare=_prepared(ready), first_result=min(first_result) if first_result else None,
         pool={n: len(h) for n, h in per_layer.items()}, started=t0, layer_hits=dict(per_layer),
         score_scale=fused.scale, layers_done=layers_done, layer_deadline=deadline)

@@ -190,26 +190,55 @@ class BM25Layer(SegmentedLayer):
 
     def _hits(self, text: str, results: list, budget: Budget, paths: dict[str, str]) -> list[Hit]:
         """Hits for ``(score, hash, start, end)`` results; the first ``SUBSPAN_HITS`` carry
-        sub-spans. A unit that can no longer be read is left out; at the deadline the hits
-        verified so far are returned."""
-        marker = Highlighter(*self.tokenizer.surface(text))
-        texts: dict[str, bytes | None] = {}
+        sub-spans. Under a deferring budget the hits are light (no text read) and their
+        sub-spans are marked for the hits the search returns (:class:`SubSpans`); otherwise a
+        unit that can no longer be read is left out and the sub-spans are marked now. At the
+        deadline the hits made so far are returned."""
+        finish = SubSpans(self, text, paths)
+        deferred = budget.deferred
         hits: list[Hit] = []
         kind = self.score_kind
+        name = self.name
         for score, h, s, e in results:
             if budget.expired():
                 budget.mark_partial()
                 break
-            if h not in texts:
-                try:
-                    texts[h] = self.ctx.reader.unit_text(h, paths.get(h))
-                except Exception:
-                    texts[h] = None
-            data = texts[h]
-            if data is None or e > len(data):
-                continue
-            subs = marker.find(data, s, e) if len(hits) < SUBSPAN_HITS else []
-            hits.append(layer_hit(self.name, Span(h, s, e), rank=len(hits) + 1, score=score,
-                                  score_kind=kind, query=text, sub_spans=subs))
+            if not deferred:
+                data = finish.text(h)
+                if data is None or e > len(data):
+                    continue
+            hits.append(layer_hit(name, Span(h, s, e), rank=len(hits) + 1, score=score,
+                                  score_kind=kind, query=text))
+        hits = budget.settle(name, hits, finish)
         budget.offer(hits)
         return hits
+
+
+class SubSpans:
+    """The deferred part of a bm25 hit (``lar.core.deferred``): the query's words found in its
+    chunk, for the layer's first ``SUBSPAN_HITS`` hits (later ones carry none)."""
+
+    def __init__(self, layer: BM25Layer, text: str, paths: dict[str, str]):
+        self.layer = layer
+        self.marker = Highlighter(*layer.tokenizer.surface(text))
+        self.paths = paths
+        self.texts: dict[str, bytes | None] = {}
+
+    def text(self, h: str) -> bytes | None:
+        if h not in self.texts:
+            try:
+                self.texts[h] = self.layer.ctx.reader.unit_text(h, self.paths.get(h))
+            except Exception:
+                self.texts[h] = None
+        return self.texts[h]
+
+    def __call__(self, hit: Hit):
+        ev = hit.evidence[self.layer.name]
+        if ev.rank > SUBSPAN_HITS:
+            return None
+        span = hit.span
+        data = self.text(span.hash)
+        if data is None or span.end > len(data):
+            return None
+        subs = self.marker.find(data, span.start, span.end)
+        return replace(ev, sub_spans=tuple(tuple(x) for x in subs)) if subs else None
