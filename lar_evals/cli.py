@@ -146,6 +146,11 @@ def format_summary(s: dict[str, Any]) -> str:
     if s["timing"]["build_s"]:
         out.append("build: " + ", ".join(f"{n} {t:.1f}s (coverage {s['coverage'].get(n, 0):.0%})"
                                          for n, t in s["timing"]["build_s"].items()))
+    partial = {n: c for n, c in (s.get("coverage") or {}).items()
+               if n in s["routes"] and isinstance(c, (int, float)) and c < 1}
+    for n, c in partial.items():
+        out.append(f"warning: route {n} was scored on a partial index (coverage {c:.0%}: its build "
+                   f"did not finish within --build-timebox); its scores are not the layer's")
     att = s["attribution"]
     reasons = ", ".join(f"{r} {n}" for r, n in att["counts"].items() if n)
     out.append(f"missed at k={att['k']} (default): {att['missed']} of {att['relevant_pairs']} "
