@@ -21,9 +21,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import os
 import re
 import time
 from collections import defaultdict
+from typing import Any
 
 from lar.core.errors import QueryError
 from lar.core.layer import BaseLayer, Budget, ScopeView
@@ -33,6 +35,7 @@ from lar.store.extract import BINARY_EXTRACTABLE
 from lar.store.rg import BASE_FLAGS, ignore_flags, rg_path
 from lar.core.types import Hit, Span
 from lar.layers.grep_query import GrepQuery, parse_query
+from lar.layers.grep_run import RgRun
 
 MAX_OUTPUT_BYTES = 64 << 20
 _WINDOW = 4096  # bytes read on each side of a match to find its line
@@ -97,49 +100,28 @@ class GrepLayer(BaseLayer):
         # stop reading early enough to rank what was read before the caller's deadline
         reserve = min(0.05, max(0.003, 0.25 * budget.remaining()))
         stop_at = budget.deadline - reserve
-        proc = await asyncio.create_subprocess_exec(
-            *self.command(q, scope), cwd=str(self.ctx.root), stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
-        killed = False
-
-        def kill() -> None:
-            nonlocal killed
-            if proc.returncode is None:
-                killed = True
-                proc.kill()
-
-        watchdog = loop.call_at(loop.time() + max(0.0, stop_at - time.monotonic()), kill)
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            while True:
-                chunk = await proc.stdout.read(1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > MAX_OUTPUT_BYTES:
-                    budget.mark_partial(f"stopped after {MAX_OUTPUT_BYTES >> 20} MiB of matches")
-                    kill()
-                    break
-            if not killed:
-                await proc.wait()
+        run = RgRun(self.command(q, scope), str(self.ctx.root), MAX_OUTPUT_BYTES)
+        watchdog = loop.call_at(loop.time() + max(0.0, stop_at - time.monotonic()), run.kill)
+        try:  # ripgrep and the ranking on a worker thread (lar.layers.grep_run)
+            return await asyncio.to_thread(self._run_and_rank, run, q, scope, budget)
         except asyncio.CancelledError:
-            kill()
+            run.kill()
             raise
         finally:
             watchdog.cancel()
-            if proc.returncode is None:
-                kill()
-                loop.create_task(proc.wait())  # reap it without holding up the caller
-        if not killed and proc.returncode == 2 and not chunks:
-            err = (await proc.stderr.read()).decode(errors="replace").strip()
+
+    def _run_and_rank(self, run: RgRun, q: GrepQuery, scope: ScopeView, budget: Budget) -> list[Hit]:
+        res = run.run()
+        if res.capped:
+            budget.mark_partial(f"stopped after {MAX_OUTPUT_BYTES >> 20} MiB of matches")
+        if not res.killed and res.returncode == 2 and not res.out:
+            err = res.stderr.decode(errors="replace").strip()
             if err:  # with no message: nothing matched and some path could not be read
                 raise QueryError("grep", f"ripgrep refused the pattern(s) {list(q.patterns)!r}: {err}")
-        if killed:
+        if res.killed:
             budget.mark_partial()
-        budget.coverage = None if killed else 1.0
-        return self._rank(q, b"".join(chunks), scope, budget)
+        budget.coverage = None if res.killed else 1.0
+        return self._rank(q, res.out, scope, budget)
 
     def _rank(self, q: GrepQuery, out: bytes, scope: ScopeView, budget: Budget) -> list[Hit]:
         """Score matching lines by the rarity of the query terms they contain (phrase first).
@@ -253,10 +235,19 @@ class GrepLayer(BaseLayer):
         """Turn the best lines into hits: stat-check (and re-hash) only the files they come
         from, in batches, read each file once, and verify rg's offsets against its bytes."""
         hits: list[Hit] = []
-        seen: set[tuple[str, int]] = set()
-        current: dict[str, str | None] = {}
         state = state_glob(self.ctx.root, self.ctx.state_dir)
         batch_size = max(16, budget.pool * 2)
+        files: dict[str, Any] = {}  # each file opened once for all its lines (closed below)
+        try:
+            self._hits_into(hits, q, ordered, scope, budget, state, files, batch_size)
+        finally:
+            for fh in files.values():
+                fh.close()
+        return hits
+
+    def _hits_into(self, hits, q, ordered, scope, budget, state, files, batch_size) -> None:
+        seen: set[tuple[str, int]] = set()
+        current: dict[str, str | None] = {}
         while len(hits) < budget.pool:
             batch = list(itertools.islice(ordered, batch_size))
             if not batch:
@@ -272,7 +263,7 @@ class GrepLayer(BaseLayer):
                 if h is None or not scope.scope.matches(path, h) or not material(path, state):
                     continue
                 off0, m0 = matches[0]
-                found = self._line_at(path, off0, m0)
+                found = self._line_at(path, off0, m0, files)
                 if found is None:
                     continue  # vanished, or changed after rg read it: offsets no longer hold
                 start, end, line = found
@@ -292,28 +283,38 @@ class GrepLayer(BaseLayer):
             if time.monotonic() > budget.deadline:
                 budget.mark_partial()
                 break
-        return hits
 
 
-    def _line_at(self, path: str, off: int, match: bytes) -> tuple[int, int, bytes] | None:
+    def _line_at(self, path: str, off: int, match: bytes,
+                 files: dict[str, Any] | None = None) -> tuple[int, int, bytes] | None:
         """The line around byte ``off`` of ``path`` as (start, end, bytes), reading only a
-        window of the file; None if the match is no longer at ``off`` (file changed)."""
-        full = self.ctx.root / path
+        window of the file; None if the match is no longer at ``off`` (file changed). ``files``
+        keeps the files opened (path -> open file; the caller closes them)."""
         try:
-            with open(full, "rb") as fh:
-                lo = max(0, off - _WINDOW)
-                fh.seek(lo)
-                buf = fh.read(off - lo + len(match) + _WINDOW)
-                i = off - lo
-                start = buf.rfind(b"\n", 0, i) + 1
-                end = buf.find(b"\n", i + len(match))
-                if (start == 0 and lo > 0) or (end < 0 and len(buf) == off - lo + len(match) + _WINDOW):
-                    fh.seek(0)  # a line longer than the window: read the whole file
-                    buf, lo, i = fh.read(), 0, off
-                    start = buf.rfind(b"\n", 0, i) + 1
-                    end = buf.find(b"\n", i + len(match))
+            fh = files.get(path) if files is not None else None
+            if fh is None:
+                fh = open(os.path.join(self.ctx.root, path), "rb")
+                if files is None:
+                    with fh:
+                        return self._window(fh, off, match)
+                files[path] = fh
+            return self._window(fh, off, match)
         except OSError:
             return None
+
+    @staticmethod
+    def _window(fh, off: int, match: bytes) -> tuple[int, int, bytes] | None:
+        lo = max(0, off - _WINDOW)
+        fh.seek(lo)
+        buf = fh.read(off - lo + len(match) + _WINDOW)
+        i = off - lo
+        start = buf.rfind(b"\n", 0, i) + 1
+        end = buf.find(b"\n", i + len(match))
+        if (start == 0 and lo > 0) or (end < 0 and len(buf) == off - lo + len(match) + _WINDOW):
+            fh.seek(0)  # a line longer than the window: read the whole file
+            buf, lo, i = fh.read(), 0, off
+            start = buf.rfind(b"\n", 0, i) + 1
+            end = buf.find(b"\n", i + len(match))
         if buf[i:i + len(match)] != match:
             return None
         end = len(buf) if end < 0 else end
