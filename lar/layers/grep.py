@@ -22,9 +22,8 @@ import asyncio
 import itertools
 import math
 import os
-import re
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 from lar.core.errors import QueryError
@@ -34,14 +33,12 @@ from lar.store.binaryignore import ignore_path
 from lar.store.extract import BINARY_EXTRACTABLE
 from lar.store.rg import BASE_FLAGS, ignore_flags, rg_path
 from lar.core.types import Hit, Span
+from lar.layers.grep_lines import deadline_stop, file_runs, group_lines, row_end  # noqa: F401 (row_end: re-exported)
 from lar.layers.grep_query import GrepQuery, parse_query
 from lar.layers.grep_run import RgRun
 
 MAX_OUTPUT_BYTES = 64 << 20
 _WINDOW = 4096  # bytes read on each side of a match to find its line
-# one match per line of rg output: path NUL line ':' byte-offset ':' match; a path may hold a
-# newline and (with --text) a match a NUL, never a newline
-_ROW_RE = re.compile(rb"([^\0]*)\0(\d+):(\d+):([^\n]*)\n")
 
 
 class GrepLayer(BaseLayer):
@@ -148,43 +145,13 @@ class GrepLayer(BaseLayer):
             key_ids[m] = len(key_names) - 1
             return key_ids[m]
 
-        # group rg's rows (one per match, consecutive per line) into lines
-        line_file: list[bytes] = []
-        line_no: list[bytes] = []
-        line_sig: list = []  # a key id, or a frozenset of them
-        line_matches: list[list[tuple[bytes, bytes]]] = []
-        prev = None
-        cut_short = False
-        pos, step = 0, 1 << 18
-        while pos < len(out):
-            # leave time for what follows grouping (~1 us a line, plus reading the top files)
-            if pos and time.monotonic() > budget.deadline - (0.008 + 1e-6 * len(line_sig)):
-                cut_short = True
-                break
-            cut = row_end(out, min(len(out), pos + step) - 1)
-            rows = _ROW_RE.findall(out, pos, cut)
-            pos = cut
-            for path, lineno, off, m in rows:
-                kid = key_ids.get(m)
-                if kid is None:
-                    kid = key_id(m)
-                if (path, lineno) == prev:
-                    line_matches[-1].append((off, m))
-                    sig = line_sig[-1]
-                    if sig != kid:
-                        line_sig[-1] = (sig | {kid}) if isinstance(sig, frozenset) else frozenset((sig, kid))
-                else:
-                    prev = (path, lineno)
-                    line_file.append(path)
-                    line_no.append(lineno)
-                    line_sig.append(kid)
-                    line_matches.append([(off, m)])
-        if cut_short:
+        # group rg's rows (one per match, consecutive per line) into lines (lar.layers.grep_lines)
+        lines = group_lines(out, key_id, deadline_stop(budget.deadline))
+        line_file, line_sig = lines.files, lines.sigs
+        if lines.cut_short:
             budget.mark_partial()
         # document frequency in lines of each key, then a score per distinct signature
-        sig_count = defaultdict(int)
-        for sig in line_sig:
-            sig_count[sig] += 1
+        sig_count = Counter(line_sig)
         df = defaultdict(int)
         for sig, c in sig_count.items():
             for k in (sig if isinstance(sig, frozenset) else (sig,)):
@@ -204,18 +171,21 @@ class GrepLayer(BaseLayer):
                     + (10.0 if phrase is not None and any(key_names[k] == phrase for k in ks) else 0.0))
 
         score_of = {sig: sig_score(sig) for sig in sig_count}
-        buckets: dict[float, list[int]] = defaultdict(list)
-        for idx, sig in enumerate(line_sig):
-            buckets[score_of[sig]].append(idx)
-        per_file = defaultdict(int)
-        for f in line_file:
-            per_file[f] += 1
+        buckets: dict[float, Any] = defaultdict(list)
+        if len(score_of) == 1:  # one score for every line (a one-word query): no loop a line
+            buckets[next(iter(score_of.values()))] = range(n)
+        else:
+            for idx, sig in enumerate(line_sig):
+                buckets[score_of[sig]].append(idx)
+        per_file = Counter(line_file)
 
         def ordered():
             for score in sorted(buckets, reverse=True):
-                by_file: dict[bytes, list[int]] = {}
-                for idx in buckets[score]:
-                    by_file.setdefault(line_file[idx], []).append(idx)
+                by_file = file_runs(line_file, per_file) if len(buckets[score]) == n else None
+                if by_file is None:
+                    by_file = {}
+                    for idx in buckets[score]:
+                        by_file.setdefault(line_file[idx], []).append(idx)
                 files = sorted(by_file, key=lambda f: (-per_file[f], f))
                 depth = 0
                 while files:
@@ -224,7 +194,7 @@ class GrepLayer(BaseLayer):
                         lst = by_file[f]
                         if depth < len(lst):
                             i = lst[depth]
-                            yield (line_file[i], [(int(o), m) for o, m in line_matches[i]], score)
+                            yield (line_file[i], lines.matches(i), score)
                             still.append(f)
                     files = still
                     depth += 1
@@ -321,19 +291,6 @@ class GrepLayer(BaseLayer):
         if end > start and buf[end - 1:end] == b"\r":
             end -= 1
         return lo + start, lo + end, buf[start:end]
-
-
-def row_end(out: bytes, at: int) -> int:
-    """The index just past the first row end at or after ``at``: a newline with no newline
-    between it and the NUL before it (a newline inside a path has its row's own end between)."""
-    while True:
-        c = out.find(b"\n", at)
-        if c < 0:
-            return len(out)
-        z = out.rfind(b"\0", 0, c)
-        if z >= 0 and out.find(b"\n", z, c) < 0:
-            return c + 1
-        at = c + 1
 
 
 def _path_str(raw: bytes) -> str:

@@ -100,3 +100,43 @@ def test_material_by_split_agrees_with_the_path_components():
         for st in (None, ".lar/**", "cache/**"):
             assert material(p, st) == by_parts(p, st), (p, st)
     assert not material("a/./.git/x") and material("a/..b/c") is False and material("a//b.py")
+
+
+def test_rows_group_into_lines_with_signatures_and_lazy_matches():
+    from lar.layers.grep_lines import file_runs, group_lines
+
+    out = (b"./a.py\x001:0:foo\n./a.py\x001:4:foo\n./a.py\x002:10:bar\n./a.py\x002:14:foo\n"
+           b"./b\npy\x003:7:foo\n")  # a path with a newline in it
+    ids = {b"foo": 0, b"bar": 1}
+    asked = []
+    lines = group_lines(out, lambda m: asked.append(m) or ids[m], lambda rows: False)
+    assert sorted(asked) == [b"bar", b"foo"]  # once per distinct match text
+    assert lines.files == [b"./a.py", b"./a.py", b"./b\npy"]
+    assert lines.sigs == [0, frozenset({0, 1}), 0]  # the same key twice stays one id
+    assert [lines.matches(i) for i in range(3)] == [[(0, b"foo"), (4, b"foo")],
+                                                     [(10, b"bar"), (14, b"foo")], [(7, b"foo")]]
+    assert not lines.cut_short
+    one = group_lines(b"x\x001:0:foo\ny\x002:3:foo\n", ids.__getitem__, lambda rows: False)
+    assert one.files == [b"x", b"y"] and one.sigs == [0, 0] and one.matches(1) == [(3, b"foo")]
+    assert file_runs([b"a", b"a", b"b"], {b"a": 2, b"b": 1}) == {b"a": range(0, 2), b"b": range(2, 3)}
+    assert file_runs([b"a", b"b", b"a"], {b"a": 2, b"b": 1}) is None
+
+
+def test_a_stop_between_slices_cuts_the_grouping_short():
+    from lar.layers import grep_lines
+
+    row = b"./a.py\x001:0:foo\n"
+    out = row * (2 * grep_lines.STEP // len(row) + 10)
+    lines = grep_lines.group_lines(out, lambda m: 0, lambda rows: rows > 0)
+    assert lines.cut_short and 0 < len(lines) < out.count(b"\n")
+
+
+def test_grep_ranks_one_word_ties_round_robin_over_files_most_lines_first(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.txt").write_text("zeta 1\nzeta 2\nzeta 3\n")
+    (root / "b.txt").write_text("zeta 4\n")
+    (root / "c.txt").write_text("zeta 5\nzeta 6\n")
+    with lar.open(root, state=tmp_path / "state") as eng:
+        res = eng.search({"grep": "zeta"}, timebox=10)
+        assert [h.excerpt for h in res.hits] == ["zeta 1", "zeta 5", "zeta 4", "zeta 2", "zeta 6", "zeta 3"]
