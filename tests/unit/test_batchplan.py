@@ -15,6 +15,8 @@ def cost(lengths, cuts, overhead):
 def test_long_windows_and_short_tails_go_to_separate_batches():
     lengths = [256] * 16 + [40] * 9  # one prepare batch of SciFact abstracts: full windows + tails
     assert plan_batches(lengths, 32, overhead=48) == [0, 16, 25]
+    assert plan_batches(lengths, 32) == [0, 16, 25]  # the default overhead too
+    assert plan_batches([256, 250, 240, 200, 180, 150, 120, 100], 32) == [0, 8]  # no tiny passes
 
 
 def test_equal_lengths_fill_whole_batches_and_never_exceed_batch_size():
