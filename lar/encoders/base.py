@@ -25,6 +25,7 @@ import numpy as np
 from lar.core import deadline
 from lar.core.errors import ConfigError, QueryError
 from lar.encoders.encoding import UnitEncoding
+from lar.encoders.batchplan import plan_batches
 
 __all__ = ["QueryEncoding", "TokenEncoder", "Window", "decode_with_offsets", "plan_windows"]
 
@@ -213,10 +214,12 @@ class TokenEncoder:
     def _run(self, windows: list[Window], *, is_query: bool):
         order = sorted(range(len(windows)), key=lambda i: -len(windows[i].ids))
         results: list = [None] * len(windows)
-        for i in range(0, len(order), self.batch_size):
+        # batches cut where padding wastes least (lar.encoders.batchplan), batch_size at most
+        cuts = plan_batches([len(windows[i].ids) + self._n_special for i in order], self.batch_size)
+        for a, b in zip(cuts, cuts[1:]):
             # between batches: work past the caller's deadline is abandoned (lar.core.deadline)
             deadline.check(f"encoding with {self.model_id}")
-            batch = order[i:i + self.batch_size]
+            batch = order[a:b]
             for j, res in zip(batch, self._forward([windows[j] for j in batch], is_query=is_query)):
                 results[j] = res
         return results

@@ -21,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-import re
+import os
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
+from typing import Any
 
 from lar.core.errors import QueryError
 from lar.core.layer import BaseLayer, Budget, ScopeView
@@ -32,13 +33,12 @@ from lar.store.binaryignore import ignore_path
 from lar.store.extract import BINARY_EXTRACTABLE
 from lar.store.rg import BASE_FLAGS, ignore_flags, rg_path
 from lar.core.types import Hit, Span
+from lar.layers.grep_lines import deadline_stop, file_runs, group_lines, row_end  # noqa: F401 (row_end: re-exported)
 from lar.layers.grep_query import GrepQuery, parse_query
+from lar.layers.grep_run import RgRun
 
 MAX_OUTPUT_BYTES = 64 << 20
 _WINDOW = 4096  # bytes read on each side of a match to find its line
-# one match per line of rg output: path NUL line ':' byte-offset ':' match; a path may hold a
-# newline and (with --text) a match a NUL, never a newline
-_ROW_RE = re.compile(rb"([^\0]*)\0(\d+):(\d+):([^\n]*)\n")
 
 
 class GrepLayer(BaseLayer):
@@ -97,49 +97,28 @@ class GrepLayer(BaseLayer):
         # stop reading early enough to rank what was read before the caller's deadline
         reserve = min(0.05, max(0.003, 0.25 * budget.remaining()))
         stop_at = budget.deadline - reserve
-        proc = await asyncio.create_subprocess_exec(
-            *self.command(q, scope), cwd=str(self.ctx.root), stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
-        killed = False
-
-        def kill() -> None:
-            nonlocal killed
-            if proc.returncode is None:
-                killed = True
-                proc.kill()
-
-        watchdog = loop.call_at(loop.time() + max(0.0, stop_at - time.monotonic()), kill)
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            while True:
-                chunk = await proc.stdout.read(1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > MAX_OUTPUT_BYTES:
-                    budget.mark_partial(f"stopped after {MAX_OUTPUT_BYTES >> 20} MiB of matches")
-                    kill()
-                    break
-            if not killed:
-                await proc.wait()
+        run = RgRun(self.command(q, scope), str(self.ctx.root), MAX_OUTPUT_BYTES)
+        watchdog = loop.call_at(loop.time() + max(0.0, stop_at - time.monotonic()), run.kill)
+        try:  # ripgrep and the ranking on a worker thread (lar.layers.grep_run)
+            return await asyncio.to_thread(self._run_and_rank, run, q, scope, budget)
         except asyncio.CancelledError:
-            kill()
+            run.kill()
             raise
         finally:
             watchdog.cancel()
-            if proc.returncode is None:
-                kill()
-                loop.create_task(proc.wait())  # reap it without holding up the caller
-        if not killed and proc.returncode == 2 and not chunks:
-            err = (await proc.stderr.read()).decode(errors="replace").strip()
+
+    def _run_and_rank(self, run: RgRun, q: GrepQuery, scope: ScopeView, budget: Budget) -> list[Hit]:
+        res = run.run()
+        if res.capped:
+            budget.mark_partial(f"stopped after {MAX_OUTPUT_BYTES >> 20} MiB of matches")
+        if not res.killed and res.returncode == 2 and not res.out:
+            err = res.stderr.decode(errors="replace").strip()
             if err:  # with no message: nothing matched and some path could not be read
                 raise QueryError("grep", f"ripgrep refused the pattern(s) {list(q.patterns)!r}: {err}")
-        if killed:
+        if res.killed:
             budget.mark_partial()
-        budget.coverage = None if killed else 1.0
-        return self._rank(q, b"".join(chunks), scope, budget)
+        budget.coverage = None if res.killed else 1.0
+        return self._rank(q, res.out, scope, budget)
 
     def _rank(self, q: GrepQuery, out: bytes, scope: ScopeView, budget: Budget) -> list[Hit]:
         """Score matching lines by the rarity of the query terms they contain (phrase first).
@@ -166,43 +145,13 @@ class GrepLayer(BaseLayer):
             key_ids[m] = len(key_names) - 1
             return key_ids[m]
 
-        # group rg's rows (one per match, consecutive per line) into lines
-        line_file: list[bytes] = []
-        line_no: list[bytes] = []
-        line_sig: list = []  # a key id, or a frozenset of them
-        line_matches: list[list[tuple[bytes, bytes]]] = []
-        prev = None
-        cut_short = False
-        pos, step = 0, 1 << 18
-        while pos < len(out):
-            # leave time for what follows grouping (~1 us a line, plus reading the top files)
-            if pos and time.monotonic() > budget.deadline - (0.008 + 1e-6 * len(line_sig)):
-                cut_short = True
-                break
-            cut = row_end(out, min(len(out), pos + step) - 1)
-            rows = _ROW_RE.findall(out, pos, cut)
-            pos = cut
-            for path, lineno, off, m in rows:
-                kid = key_ids.get(m)
-                if kid is None:
-                    kid = key_id(m)
-                if (path, lineno) == prev:
-                    line_matches[-1].append((off, m))
-                    sig = line_sig[-1]
-                    if sig != kid:
-                        line_sig[-1] = (sig | {kid}) if isinstance(sig, frozenset) else frozenset((sig, kid))
-                else:
-                    prev = (path, lineno)
-                    line_file.append(path)
-                    line_no.append(lineno)
-                    line_sig.append(kid)
-                    line_matches.append([(off, m)])
-        if cut_short:
+        # group rg's rows (one per match, consecutive per line) into lines (lar.layers.grep_lines)
+        lines = group_lines(out, key_id, deadline_stop(budget.deadline))
+        line_file, line_sig = lines.files, lines.sigs
+        if lines.cut_short:
             budget.mark_partial()
         # document frequency in lines of each key, then a score per distinct signature
-        sig_count = defaultdict(int)
-        for sig in line_sig:
-            sig_count[sig] += 1
+        sig_count = Counter(line_sig)
         df = defaultdict(int)
         for sig, c in sig_count.items():
             for k in (sig if isinstance(sig, frozenset) else (sig,)):
@@ -222,18 +171,21 @@ class GrepLayer(BaseLayer):
                     + (10.0 if phrase is not None and any(key_names[k] == phrase for k in ks) else 0.0))
 
         score_of = {sig: sig_score(sig) for sig in sig_count}
-        buckets: dict[float, list[int]] = defaultdict(list)
-        for idx, sig in enumerate(line_sig):
-            buckets[score_of[sig]].append(idx)
-        per_file = defaultdict(int)
-        for f in line_file:
-            per_file[f] += 1
+        buckets: dict[float, Any] = defaultdict(list)
+        if len(score_of) == 1:  # one score for every line (a one-word query): no loop a line
+            buckets[next(iter(score_of.values()))] = range(n)
+        else:
+            for idx, sig in enumerate(line_sig):
+                buckets[score_of[sig]].append(idx)
+        per_file = Counter(line_file)
 
         def ordered():
             for score in sorted(buckets, reverse=True):
-                by_file: dict[bytes, list[int]] = {}
-                for idx in buckets[score]:
-                    by_file.setdefault(line_file[idx], []).append(idx)
+                by_file = file_runs(line_file, per_file) if len(buckets[score]) == n else None
+                if by_file is None:
+                    by_file = {}
+                    for idx in buckets[score]:
+                        by_file.setdefault(line_file[idx], []).append(idx)
                 files = sorted(by_file, key=lambda f: (-per_file[f], f))
                 depth = 0
                 while files:
@@ -242,7 +194,7 @@ class GrepLayer(BaseLayer):
                         lst = by_file[f]
                         if depth < len(lst):
                             i = lst[depth]
-                            yield (line_file[i], [(int(o), m) for o, m in line_matches[i]], score)
+                            yield (line_file[i], lines.matches(i), score)
                             still.append(f)
                     files = still
                     depth += 1
@@ -253,10 +205,19 @@ class GrepLayer(BaseLayer):
         """Turn the best lines into hits: stat-check (and re-hash) only the files they come
         from, in batches, read each file once, and verify rg's offsets against its bytes."""
         hits: list[Hit] = []
-        seen: set[tuple[str, int]] = set()
-        current: dict[str, str | None] = {}
         state = state_glob(self.ctx.root, self.ctx.state_dir)
         batch_size = max(16, budget.pool * 2)
+        files: dict[str, Any] = {}  # each file opened once for all its lines (closed below)
+        try:
+            self._hits_into(hits, q, ordered, scope, budget, state, files, batch_size)
+        finally:
+            for fh in files.values():
+                fh.close()
+        return hits
+
+    def _hits_into(self, hits, q, ordered, scope, budget, state, files, batch_size) -> None:
+        seen: set[tuple[str, int]] = set()
+        current: dict[str, str | None] = {}
         while len(hits) < budget.pool:
             batch = list(itertools.islice(ordered, batch_size))
             if not batch:
@@ -272,7 +233,7 @@ class GrepLayer(BaseLayer):
                 if h is None or not scope.scope.matches(path, h) or not material(path, state):
                     continue
                 off0, m0 = matches[0]
-                found = self._line_at(path, off0, m0)
+                found = self._line_at(path, off0, m0, files)
                 if found is None:
                     continue  # vanished, or changed after rg read it: offsets no longer hold
                 start, end, line = found
@@ -292,47 +253,44 @@ class GrepLayer(BaseLayer):
             if time.monotonic() > budget.deadline:
                 budget.mark_partial()
                 break
-        return hits
 
 
-    def _line_at(self, path: str, off: int, match: bytes) -> tuple[int, int, bytes] | None:
+    def _line_at(self, path: str, off: int, match: bytes,
+                 files: dict[str, Any] | None = None) -> tuple[int, int, bytes] | None:
         """The line around byte ``off`` of ``path`` as (start, end, bytes), reading only a
-        window of the file; None if the match is no longer at ``off`` (file changed)."""
-        full = self.ctx.root / path
+        window of the file; None if the match is no longer at ``off`` (file changed). ``files``
+        keeps the files opened (path -> open file; the caller closes them)."""
         try:
-            with open(full, "rb") as fh:
-                lo = max(0, off - _WINDOW)
-                fh.seek(lo)
-                buf = fh.read(off - lo + len(match) + _WINDOW)
-                i = off - lo
-                start = buf.rfind(b"\n", 0, i) + 1
-                end = buf.find(b"\n", i + len(match))
-                if (start == 0 and lo > 0) or (end < 0 and len(buf) == off - lo + len(match) + _WINDOW):
-                    fh.seek(0)  # a line longer than the window: read the whole file
-                    buf, lo, i = fh.read(), 0, off
-                    start = buf.rfind(b"\n", 0, i) + 1
-                    end = buf.find(b"\n", i + len(match))
+            fh = files.get(path) if files is not None else None
+            if fh is None:
+                fh = open(os.path.join(self.ctx.root, path), "rb")
+                if files is None:
+                    with fh:
+                        return self._window(fh, off, match)
+                files[path] = fh
+            return self._window(fh, off, match)
         except OSError:
             return None
+
+    @staticmethod
+    def _window(fh, off: int, match: bytes) -> tuple[int, int, bytes] | None:
+        lo = max(0, off - _WINDOW)
+        fh.seek(lo)
+        buf = fh.read(off - lo + len(match) + _WINDOW)
+        i = off - lo
+        start = buf.rfind(b"\n", 0, i) + 1
+        end = buf.find(b"\n", i + len(match))
+        if (start == 0 and lo > 0) or (end < 0 and len(buf) == off - lo + len(match) + _WINDOW):
+            fh.seek(0)  # a line longer than the window: read the whole file
+            buf, lo, i = fh.read(), 0, off
+            start = buf.rfind(b"\n", 0, i) + 1
+            end = buf.find(b"\n", i + len(match))
         if buf[i:i + len(match)] != match:
             return None
         end = len(buf) if end < 0 else end
         if end > start and buf[end - 1:end] == b"\r":
             end -= 1
         return lo + start, lo + end, buf[start:end]
-
-
-def row_end(out: bytes, at: int) -> int:
-    """The index just past the first row end at or after ``at``: a newline with no newline
-    between it and the NUL before it (a newline inside a path has its row's own end between)."""
-    while True:
-        c = out.find(b"\n", at)
-        if c < 0:
-            return len(out)
-        z = out.rfind(b"\0", 0, c)
-        if z >= 0 and out.find(b"\n", z, c) < 0:
-            return c + 1
-        at = c + 1
 
 
 def _path_str(raw: bytes) -> str:
