@@ -22,9 +22,10 @@ from lar.core.request import DEFAULT_K, DEFAULT_RRF_C, DEFAULT_TIMEBOX, SearchRe
 from lar.fusion.pipeline import FusionSettings
 from lar.fusion.policies import DEFAULT_POLICY
 from lar.engine import collector, currency, freshness, lifecycle
+from lar.engine.activity import SearchActivity
+from lar.engine.assembly import ranked, search_result
 from lar.engine.changes import ChangeTracker
 from lar.engine.enrichment import Enricher
-from lar.engine.excerpts import within_tokens
 from lar.engine.loop import LoopThread
 from lar.engine.orchestrator import orchestrate, run_order
 from lar.engine.reading import UnitAccess
@@ -84,10 +85,8 @@ class Engine(Recording):
         if spare_build is None:
             spare_build = env_flag(ENV_SPARE_BUILD)
         self.spare_build = bool(spare_build)
-        self.idle = threading.Event()  # set while no search runs (the background builder waits)
-        self.idle.set()
-        self._active = 0
-        self._active_lock = threading.Lock()
+        self.activity = SearchActivity()
+        self.idle = self.activity.idle  # set while no search runs (the background builder waits)
         self.freshness = self.config.freshness
         # the measured cost of fusion + enrichment after the layers, kept back from their deadline
         self.post_reserve = DeadlineReserve()
@@ -294,10 +293,7 @@ class Engine(Recording):
                     all_layers=list(self.layers.values()))
                 view.refresh()  # the building layers search the units the stat pass found
                 return report
-        with self._active_lock:
-            self._active += 1
-            self.idle.clear()
-        try:
+        with self.activity.searching():
             reserve = self.post_reserve.reserve(tb)
             out = await orchestrate(request, chosen, view, timebox=tb - (time.monotonic() - t_call),
                                     settings=settings, skipped=skipped, prepare=prepare,
@@ -308,32 +304,18 @@ class Engine(Recording):
                 spare_from = time.monotonic()
                 await self.spare.run(chosen, t_call + tb - max(tb * SPARE_RESERVE, reserve))
                 spare_s = time.monotonic() - spare_from
-        finally:
-            with self._active_lock:
-                self._active -= 1
-                if self._active == 0:
-                    self.idle.set()
         runs = coverage_reasons(out.runs, self.layers, view, background=self.builder.running)
         fused, stale = currency.current_hits(out.hits, self.index)
         runs = currency.note_runs(runs, currency.run_notes(
             stale, self.state_watch.take_notice(), [n for n, l in chosen if not l.always_current]))
-        hits = self.enrich(fused, view.scope)
-        if request.tokens is not None:
-            hits = within_tokens(hits, request.tokens)
-        hits = [h if h.rank == i else replace(h, rank=i) for i, h in enumerate(hits, 1)]
+        hits = ranked(self.enrich(fused, view.scope), request.tokens)
         now = time.monotonic()
         elapsed = now - t_call
         if out.layers_done is not None:  # all the work after the layers but the spare build
             self.post_reserve.observe(now - out.layers_done - spare_s)
         if hits:
             self._bg.submit(self.enricher.after_search, [h.hash for h in hits])
-        query = dict(request.query) if isinstance(request.query, Mapping) else request.query
-        return Result(query=query, hits=tuple(hits), runs=runs, timebox=tb,
-                      elapsed=elapsed, k=request.k, fusion=settings.policy, emphasis=request.emphasis,
-                      first_result=(out.first_result + (out.started - t_call))
-                      if out.first_result is not None else None,
-                      pool=dict(out.pool), layer_hits=out.layer_hits, score_scale=out.score_scale,
-                      layers=tuple(request.layers) if request.layers is not None else None)
+        return search_result(request, settings.policy, out, hits, runs, elapsed, t_call)
 
     def enrich(self, hits: Sequence[Hit], scope: Any = None) -> list[Hit]:
         """``hits`` with paths, lines and excerpt filled from the current state of their units;
