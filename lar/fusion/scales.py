@@ -94,12 +94,13 @@ def route_values(runs: Mapping[str, Any], fits: Mapping[str, Any], norm: str = "
     usable = {r: items for r, items in runs.items() if fits.get(r) is not None}
     if not usable:
         return out
-    table = collect(usable)
+    table = None  # built only for a route read on its own list's scale (not needed with "bgz")
     for route in usable:
         bg = background_from((backgrounds or {}).get(route)) if norm == "bgz" else None
         if bg is not None:
             vals = {key: bg.z(s) for key, s in usable[route]}
         else:
+            table = collect(usable) if table is None else table
             vals = normalise(table, route, "tailz" if norm == "bgz" else norm)
         out[route] = (vals, min(vals.values()) if vals else 0.0)
     return out
