@@ -257,3 +257,26 @@ def test_fused_hit_keeps_a_layers_own_evalue_and_checks_the_score():
         fused_hit(g, None, {}, float("nan"), 1)
     with pytest.raises(ConfigError):
         fused_hit(g, None, {}, 1.0, 0)
+
+
+@pytest.mark.parametrize("norm", ["minmax", "zscore", "tailz", "rank", "pvalue", "none", "bgz"])
+def test_route_values_read_without_the_table_equal_the_tables(norm, monkeypatch):
+    """Each route's values read straight from its list (a repeated key keeping its first score)
+    are the ones the candidate table gives; a list with other scores goes through the table."""
+    from lar.fusion import scales
+    from lar.fusion.probe import probe_runs
+
+    pool = _pool()[0]
+    runs = {"bm25": pool + [pool[3][:1] + (99.0,)],  # a repeated key: its first score stands
+            "grep": [(k, int(s * 10)) for k, s in pool[:40:2]],  # ints: the table reads them
+            "names": pool[5:30]}
+    fits = probe_runs(runs)[1]
+    fast = scales.route_values(runs, fits, norm)
+    with monkeypatch.context() as m:
+        m.setattr(scales, "distinct_raw", lambda items: None)
+        slow = scales.route_values(runs, fits, norm)
+    assert fast.keys() == slow.keys() and fast
+    for r in fast:
+        assert list(fast[r][0].items()) == list(slow[r][0].items()) and fast[r][1] == slow[r][1]
+    assert scales.distinct_raw(runs["grep"]) is None and scales.distinct_raw([("a", float("nan"))]) is None
+    assert scales.distinct_raw(runs["bm25"])[pool[3][0]] == pool[3][1]
