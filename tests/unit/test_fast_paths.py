@@ -134,6 +134,7 @@ def _general(monkeypatch):
     from lar.fusion import adaptive, units
 
     monkeypatch.setattr(adaptive, "unit_scores", lambda *a: units.unit_scores(*a[:7]))
+    monkeypatch.setattr("lar.fusion.scales.distinct_raw", lambda items: None)
 
 
 @pytest.mark.parametrize("fusion", [None, "rrf", "combsum"])
@@ -153,6 +154,28 @@ def test_bm25_search_equals_the_general_path(corpus, tmp_path, monkeypatch, fusi
         assert [h.id for h in f.hits] == [h.id for h in s.hits]
         assert f.score_scale == s.score_scale
         assert [r.probe for r in f.runs if r.name == "bm25"] == [r.probe for r in s.runs if r.name == "bm25"]
+
+
+def test_multi_layer_search_equals_the_general_path(corpus, tmp_path, monkeypatch):
+    """bm25, grep and names fused by adaptive: groups of several layers, unit fusion, every
+    route's values; the same hits, ids, scores, signals and probes as the general path."""
+    layers = ["bm25", "grep", "names"]
+    eng = lar.open(corpus, state=tmp_path / "state")
+    try:
+        eng.build(timebox=60, layers=layers)
+        queries = ["fox", "quick brown dog", "d07", "document 7 fish"]
+        fast = [eng.search(q, layers=layers, k=20, timebox=30) for q in queries]
+        with monkeypatch.context() as m:
+            _general(m)
+            slow = [eng.search(q, layers=layers, k=20, timebox=30) for q in queries]
+    finally:
+        eng.close()
+    assert any(len(h.signals) > 1 for f in fast for h in f.hits)
+    for f, s in zip(fast, slow):
+        assert f.hits and f.hits == s.hits
+        assert [(h.id, h.score, h.signals) for h in f.hits] == [(h.id, h.score, h.signals) for h in s.hits]
+        assert f.score_scale == s.score_scale
+        assert [r.probe for r in f.runs] == [r.probe for r in s.runs]
 
 
 def _fresh_scoped(layer, view):
