@@ -116,7 +116,7 @@ def adaptive_fusion(runs: Runs, k: int | None = None, model=None, c: float = DEF
         lists = {r: by_unit(items, units) for r, items in dedup.items()}
         probes, fits, weights, live = weigh(lists, model, partial, backgrounds, sig)
         if live:
-            scores = unit_scores(table, dedup, units, live, weights, model.norm, backgrounds)
+            scores = unit_scores(table, dedup, units, live, weights, model.norm, backgrounds, lists, fits)
             return decided(table, scores, k, model, dedup, probes, weights, partial), probes, weights, fits
     probes, fits, weights, live = weigh(dedup, model, partial, backgrounds, sig)
     if not live:

@@ -162,12 +162,13 @@ def _one_layer(layer: str, hits: Sequence[Hit]) -> list[Group]:
 
 def _group(g: _Building) -> Group:
     """The frozen Group of a built one, without re-checking what building guarantees (members and
-    ranks name the same layers, the key is the representative's id): ~40 % of grouping's time."""
+    ranks name the same layers, the key is the representative's id): ~40 % of grouping's time.
+    The built one's dicts are wrapped, not copied: nothing else holds it once grouping returns."""
     out = object.__new__(Group)
     object.__setattr__(out, "key", g.rep.id)
     object.__setattr__(out, "span", g.rep)
-    object.__setattr__(out, "members", MappingProxyType(dict(g.members)))
-    object.__setattr__(out, "ranks", MappingProxyType(dict(g.ranks)))
+    object.__setattr__(out, "members", MappingProxyType(g.members))
+    object.__setattr__(out, "ranks", MappingProxyType(g.ranks))
     return out
 
 

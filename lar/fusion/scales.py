@@ -30,15 +30,35 @@ def check_norm(norm: object) -> str:
 
 def normalise(table: CandidateTable, route: str, norm: str) -> dict[Key, float]:
     """Per-route normalised scores of that route's distinct keys."""
-    keys = table.route_keys[route]
+    return normalised({key: table.cands[key].raw[route] for key in table.route_keys[route]}, route, norm)
+
+
+def distinct_raw(items) -> dict[Key, float] | None:
+    """A route's ``[(key, score), ...]`` as ``{key: score}`` in list order, a repeated key keeping
+    its first score: what :func:`lar.fusion.table.collect` keeps for it. None unless every item is
+    a pair with a float score that is a number (then ``collect`` is the one to read, and check,
+    the list)."""
+    raw: dict[Key, float] = {}
+    try:
+        for key, s in items:
+            if type(s) is not float or s != s:
+                return None
+            raw.setdefault(key, s)
+    except (TypeError, ValueError):
+        return None
+    return raw
+
+
+def normalised(raw: Mapping[Key, float], route: str, norm: str) -> dict[Key, float]:
+    """``raw`` (a route's distinct keys best first, each with its raw score) on ``norm``'s scale."""
     if norm == "rank":
-        return {key: 1.0 / table.cands[key].ranks[route] for key in keys}
+        return {key: 1.0 / rank for rank, key in enumerate(raw, 1)}
     if norm == "pvalue":
-        fit, _ = fit_tail([table.cands[key].raw[route] for key in keys])
+        fit, _ = fit_tail(list(raw.values()))
         if fit is None:  # no signal in this route for this query
-            return {key: 0.0 for key in keys}
-        return {key: fit.evidence(table.cands[key].raw[route]) for key in keys}
-    raw = {key: table.cands[key].raw[route] for key in keys}
+            return {key: 0.0 for key in raw}
+        return {key: fit.evidence(s) for key, s in raw.items()}
+    raw = dict(raw)
     bad = [key for key, s in raw.items() if not math.isfinite(s)]
     if bad:
         raise ConfigError(
@@ -94,15 +114,19 @@ def route_values(runs: Mapping[str, Any], fits: Mapping[str, Any], norm: str = "
     usable = {r: items for r, items in runs.items() if fits.get(r) is not None}
     if not usable:
         return out
-    table = collect(usable)
+    table = None  # built only for a route read on its own list's scale (not needed with "bgz")
     for route in usable:
         bg = background_from((backgrounds or {}).get(route)) if norm == "bgz" else None
         if bg is not None:
             vals = {key: bg.z(s) for key, s in usable[route]}
         else:
-            vals = normalise(table, route, "tailz" if norm == "bgz" else norm)
+            raw = distinct_raw(usable[route])
+            if raw is None:
+                table = collect(usable) if table is None else table
+                raw = {key: table.cands[key].raw[route] for key in table.route_keys[route]}
+            vals = normalised(raw, route, "tailz" if norm == "bgz" else norm)
         out[route] = (vals, min(vals.values()) if vals else 0.0)
     return out
 
 
-__all__ = ["NORMS", "check_norm", "evidence_scores", "normalise", "route_values"]
+__all__ = ["NORMS", "check_norm", "distinct_raw", "evidence_scores", "normalise", "normalised", "route_values"]

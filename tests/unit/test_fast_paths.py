@@ -131,6 +131,10 @@ def _general(monkeypatch):
     monkeypatch.setattr(pipeline, "fused_hit", lambda g, ranks, fits, score, rank: replace(
         with_probe(merged_hit(g, dict(ranks)), fits), score=float(score), rank=rank))
     monkeypatch.setattr("lar.layers.bm25.layer_hit", Hit.single)
+    from lar.fusion import adaptive, units
+
+    monkeypatch.setattr(adaptive, "unit_scores", lambda *a: units.unit_scores(*a[:7]))
+    monkeypatch.setattr("lar.fusion.scales.distinct_raw", lambda items: None)
 
 
 @pytest.mark.parametrize("fusion", [None, "rrf", "combsum"])
@@ -150,6 +154,28 @@ def test_bm25_search_equals_the_general_path(corpus, tmp_path, monkeypatch, fusi
         assert [h.id for h in f.hits] == [h.id for h in s.hits]
         assert f.score_scale == s.score_scale
         assert [r.probe for r in f.runs if r.name == "bm25"] == [r.probe for r in s.runs if r.name == "bm25"]
+
+
+def test_multi_layer_search_equals_the_general_path(corpus, tmp_path, monkeypatch):
+    """bm25, grep and names fused by adaptive: groups of several layers, unit fusion, every
+    route's values; the same hits, ids, scores, signals and probes as the general path."""
+    layers = ["bm25", "grep", "names"]
+    eng = lar.open(corpus, state=tmp_path / "state")
+    try:
+        eng.build(timebox=60, layers=layers)
+        queries = ["fox", "quick brown dog", "d07", "document 7 fish"]
+        fast = [eng.search(q, layers=layers, k=20, timebox=30) for q in queries]
+        with monkeypatch.context() as m:
+            _general(m)
+            slow = [eng.search(q, layers=layers, k=20, timebox=30) for q in queries]
+    finally:
+        eng.close()
+    assert any(len(h.signals) > 1 for f in fast for h in f.hits)
+    for f, s in zip(fast, slow):
+        assert f.hits and f.hits == s.hits
+        assert [(h.id, h.score, h.signals) for h in f.hits] == [(h.id, h.score, h.signals) for h in s.hits]
+        assert f.score_scale == s.score_scale
+        assert [r.probe for r in f.runs] == [r.probe for r in s.runs]
 
 
 def _fresh_scoped(layer, view):
@@ -203,3 +229,77 @@ def test_the_segment_plan_is_kept_only_while_segments_and_built_units_stay(corpu
         assert index.plan(ok) == index._plan_for(index.segments(), ok)
     finally:
         eng.close()
+
+
+def _unit_lists():
+    lists = _two_layers()
+    groups = group_hits(lists)
+    places = runs_for_fusion(groups, lists)
+    return places, {g.key: g.span.hash for g in groups}
+
+
+def test_key_fits_equal_the_fits_of_probe_runs():
+    """Reused where a unit list has the key list's scores, fitted again where not: each route's
+    fit is the one probe_runs gives on the key lists."""
+    from lar.fusion.probe import probe_runs
+    from lar.fusion.units import by_unit, key_fits
+
+    places, units = _unit_lists()
+    single = {"bm25": [(f"k{i}", s) for i, (_, s) in enumerate(_pool()[0])]}
+    for runs, unit_of in ((places, units), (single, {})):
+        ulists = {r: by_unit(items, unit_of) for r, items in runs.items()}
+        _, ufits = probe_runs(ulists)
+        _, want = probe_runs(runs)
+        assert key_fits(runs, ulists, ufits) == want == key_fits(runs)
+    # the bm25 route has several places per unit: its unit list's scores differ, so no reuse
+    ulists = {r: by_unit(items, units) for r, items in places.items()}
+    assert [s for _, s in ulists["bm25"]] != [s for _, s in places["bm25"]]
+
+
+def test_unit_fusion_with_the_unit_fits_equals_refitting(monkeypatch):
+    from lar.fusion import adaptive, units as units_mod
+
+    pool = _pool()[0]
+    own = {key: f"u{i}" for i, (key, _) in enumerate(pool)}  # one place per unit: the fit is reused
+    for places, units in (_unit_lists(), ({"bm25": pool}, _pool()[1]), ({"bm25": pool}, own)):
+        fast = adaptive_fusion(places, k=None, units=units)
+        with monkeypatch.context() as m:
+            m.setattr(adaptive, "unit_scores", lambda *a: units_mod.unit_scores(*a[:7]))
+            slow = adaptive_fusion(places, k=None, units=units)
+        assert fast[0] and fast == slow
+
+
+def test_fused_hit_keeps_a_layers_own_evalue_and_checks_the_score():
+    g = group_hits({"bm25": [_hit("bm25", H1, 0, 10, 1, 9.0)]})[0]
+    ev = replace(g.members["bm25"].evidence["bm25"], evalue=0.5, p_value=0.25)
+    g = replace(g, members={"bm25": replace(g.members["bm25"], evidence={"bm25": ev})})
+    got = fused_hit(g, None, {}, 1.5, 1)
+    assert got == replace(merged_hit(g), score=1.5, rank=1)
+    assert got.evidence["bm25"].evalue == 0.5 and got.evidence["bm25"].rank == 1
+    with pytest.raises(ConfigError):
+        fused_hit(g, None, {}, float("nan"), 1)
+    with pytest.raises(ConfigError):
+        fused_hit(g, None, {}, 1.0, 0)
+
+
+@pytest.mark.parametrize("norm", ["minmax", "zscore", "tailz", "rank", "pvalue", "none", "bgz"])
+def test_route_values_read_without_the_table_equal_the_tables(norm, monkeypatch):
+    """Each route's values read straight from its list (a repeated key keeping its first score)
+    are the ones the candidate table gives; a list with other scores goes through the table."""
+    from lar.fusion import scales
+    from lar.fusion.probe import probe_runs
+
+    pool = _pool()[0]
+    runs = {"bm25": pool + [pool[3][:1] + (99.0,)],  # a repeated key: its first score stands
+            "grep": [(k, int(s * 10)) for k, s in pool[:40:2]],  # ints: the table reads them
+            "names": pool[5:30]}
+    fits = probe_runs(runs)[1]
+    fast = scales.route_values(runs, fits, norm)
+    with monkeypatch.context() as m:
+        m.setattr(scales, "distinct_raw", lambda items: None)
+        slow = scales.route_values(runs, fits, norm)
+    assert fast.keys() == slow.keys() and fast
+    for r in fast:
+        assert list(fast[r][0].items()) == list(slow[r][0].items()) and fast[r][1] == slow[r][1]
+    assert scales.distinct_raw(runs["grep"]) is None and scales.distinct_raw([("a", float("nan"))]) is None
+    assert scales.distinct_raw(runs["bm25"])[pool[3][0]] == pool[3][1]
