@@ -23,17 +23,15 @@ from lar.core.types import Hit, LayerRun
 def current_hits(hits: Iterable[Hit], index) -> tuple[list[Hit], dict[str, int]]:
     """``(kept, dropped)``: the hits whose text is in a current file, in their order, and how
     many of the others each layer contributed to (``{layer: count}``)."""
+    hits = list(hits)
     kept: list[Hit] = []
     dropped: dict[str, int] = {}
-    live: dict[str, bool] = {}
+    # one query for every hash the layers did not give paths for (a query a hit cost ~0.1 ms:
+    # ~10 ms a bm25 call of k=100 on 5k documents)
+    asked = [h.hash for h in hits if not h.paths]
+    live = {k: bool(v) for k, v in index.paths_for_hashes(asked).items()} if asked else {}
     for h in hits:
-        if h.paths:
-            kept.append(h)
-            continue
-        ok = live.get(h.hash)
-        if ok is None:
-            ok = live[h.hash] = bool(index.paths_for_hash(h.hash))
-        if ok:
+        if h.paths or live.get(h.hash):
             kept.append(h)
         else:
             for name in h.signals:
