@@ -116,7 +116,8 @@ def build_layers(eng, routes: Sequence[str], timebox: float,
 
     With ``progress`` each layer is built in slices of ``slice_s`` seconds (the builder resumes
     where it stopped) and ``progress(layer, units built, units in all)`` is called after each;
-    the report sums the slices' counts."""
+    the report sums the slices' counts and takes the rest (state, pending, coverage, reason)
+    from the last slice alone: an early slice's "model still loading" is not the outcome."""
     deadline = time.monotonic() + timebox
     seconds: dict[str, float] = {}
     reports: dict[str, Any] = {}
@@ -141,9 +142,8 @@ def build_layers(eng, routes: Sequence[str], timebox: float,
                                 ).get("layers", {}).get(name, {})
                 if first_pending is None:
                     first_pending = sum(got.get(k, 0) for k in ("ok", "skipped", "failed")) + got.get("pending", 0)
-                for k in ("ok", "skipped", "failed"):
-                    total[k] += got.get(k, 0)
-                total.update({k: v for k, v in got.items() if k not in ("ok", "skipped", "failed")})
+                counts = {k: total[k] + got.get(k, 0) for k in ("ok", "skipped", "failed")}
+                total = {**counts, **{k: v for k, v in (got or total).items() if k not in counts}}
                 done = total["ok"] + total["skipped"] + total["failed"]
                 progress(name, done, max(first_pending, done))
                 if not got or got.get("pending", 0) == 0 or deadline - time.monotonic() <= 0:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import time
 
 from lar_evals.progress import Bars
 
@@ -43,3 +44,48 @@ def test_run_reports_build_progress_per_slice(beir_dir, tmp_path):
     assert [c for c in calls if c[0] == "q"] == [("q", 1, 2), ("q", 2, 2)]
     assert ev.summary["build"]["bm25"]["pending"] == 0
     assert ev.summary["build"]["bm25"]["ok"] + ev.summary["build"]["bm25"]["skipped"] == builds[-1][2]
+
+
+class _SlicedEngine:
+    """An engine whose dense build reports ``slices`` in turn (the shape of ``Engine.build``'s
+    report for one layer), the last one for as long as it is asked."""
+
+    def __init__(self, slices):
+        from types import SimpleNamespace
+
+        self.layers = {"dense": SimpleNamespace(always_current=False)}
+        self.slices = list(slices)
+
+    def build(self, timebox, layers):
+        if len(self.slices) == 1:  # the last report again, after the slice's time
+            time.sleep(timebox)
+            return {"layers": {"dense": dict(self.slices[0])}}
+        return {"layers": {"dense": self.slices.pop(0)}}
+
+
+def test_sliced_build_reports_the_last_slice_not_an_early_loading_reason():
+    from lar.engine.warmup import LOADING_REASON
+    from lar_evals.run import build_layers
+
+    zero = {"ok": 0, "skipped": 0, "failed": 0}
+    eng = _SlicedEngine([
+        {"state": "aborted", **zero, "pending": 3, "coverage": 0.0, "reason": LOADING_REASON},
+        {"state": "aborted", **zero, "ok": 2, "pending": 1, "coverage": 0.6667},
+        {"state": "ran", **zero, "ok": 1, "pending": 0, "coverage": 1.0},
+    ])
+    calls = []
+    _, reports = build_layers(eng, ["dense"], 60.0, lambda *c: calls.append(c), slice_s=1.0)
+    assert reports["dense"] == {"ok": 3, "skipped": 0, "failed": 0, "state": "ran", "pending": 0,
+                                "coverage": 1.0}  # no stale "model loading" reason
+    assert calls == [("dense", 0, 3), ("dense", 2, 3), ("dense", 3, 3)]
+
+
+def test_sliced_build_still_loading_at_the_end_keeps_the_reason():
+    from lar.engine.warmup import LOADING_REASON
+    from lar_evals.run import build_layers
+
+    zero = {"ok": 0, "skipped": 0, "failed": 0}
+    last = {"state": "aborted", **zero, "pending": 3, "coverage": 0.0, "reason": LOADING_REASON}
+    eng = _SlicedEngine([last])  # the model still loading in every slice
+    _, reports = build_layers(eng, ["dense"], 0.3, lambda *c: None, slice_s=0.1)
+    assert reports["dense"] == last
