@@ -22,6 +22,12 @@ then the median of the ratios; the load average is written next to every row):
 - ``deadline``: overshoot (elapsed minus timebox) with every default layer that builds here
   (dense/late included unless ``--cheap``), timeboxes 0.05-5 s, p50/p99/max.
 
+- ``late``, ``anytime``, ``edit``, ``build``: see ``goal_rows.py`` (the late scan against the
+  same-shape GEMM; nDCG@10 of the default search at 0.1/0.2/0.5 s and unlimited against bm25
+  alone; ``bench_lexical.py``'s edit-to-search and ``bench_build_speed.py``'s build ratio as
+  child processes).
+
+``--state DIR`` keeps the SciFact folder and its state (a second run reuses the builds).
 ``--profile ROW`` prints a cProfile of that row's lar calls (top 25 by cumulative time).
 
 Two rows have their own closer look: ``bench_bm25_call.py`` (one bm25 call against bm25s and
@@ -56,9 +62,11 @@ from lar.store.rg import rg_path  # noqa: E402
 
 from bench_spine import copy_stdlib, make_queries, raw_command  # noqa: E402
 from bm25_common import B, K1, METHOD, load, materialise  # noqa: E402
+import goal_rows  # noqa: E402
 
 SEED = 20261202
 TIMEBOXES = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+ROWS = ("names", "bm25", "grep", "dense", "late", "deadline", "anytime", "edit", "build")
 
 
 def load_avg() -> str:
@@ -185,8 +193,11 @@ def scifact(work: Path, n_docs: int, n_queries: int):
     queries = {q: t for q, t in queries.items() if any(d in ids for d in qrels[q])}
     queries = dict(list(queries.items())[:n_queries])
     root = work / "scifact"
-    materialise(corpus, ext, root)
-    return corpus, queries, root
+    if root.is_dir() and len(list(root.iterdir())) == len(corpus):  # kept by --state: as written
+        doc_of = {f"d{i:06d}{ext}": d["_id"] for i, d in enumerate(corpus)}
+    else:
+        doc_of = materialise(corpus, ext, root)
+    return corpus, queries, root, qrels, doc_of
 
 
 def tantivy_searcher(corpus):
@@ -279,19 +290,29 @@ def row_deadline(eng, queries, timeboxes, cheap: bool) -> dict:
     t_build, rep = timed(eng.build, timebox=1800, layers=names)
     qs = list(queries.values())
     eng.search(qs[0], timebox=5, layers=names)
-    out = {"layers": names, "build_s": round(t_build, 1), "by_timebox": {}}
+    out = {"layers": names, "build_s": round(t_build, 1), "by_timebox": {},
+           "coverage": goal_rows.coverage(eng, set(names))}
     all_over = []
     for tb in timeboxes:
-        overs = []
+        overs, layers_late, after = [], [], []
         for q in qs:
             t = time.perf_counter()
             res = eng.search(q, timebox=tb, layers=names)
             wall = time.perf_counter() - t
             overs.append(wall - tb)
+            # where the overshoot went: the last layer's return against the deadline, the rest
+            # (fusion, enrichment, ...) after it
+            last = max((r.elapsed for r in res.runs), default=0.0)
+            layers_late.append(last - tb)
+            after.append(wall - last)
             del res
         all_over += overs
         out["by_timebox"][str(tb)] = {"p50_ms": ms(pct(overs, 50)), "p99_ms": ms(pct(overs, 99)),
-                                      "max_ms": ms(max(overs)), "n": len(overs), "load": load_avg()}
+                                      "max_ms": ms(max(overs)), "n": len(overs), "load": load_avg(),
+                                      "last_layer_vs_deadline_p50_ms": ms(pct(layers_late, 50)),
+                                      "last_layer_vs_deadline_p99_ms": ms(pct(layers_late, 99)),
+                                      "after_layers_p50_ms": ms(pct(after, 50)),
+                                      "after_layers_p99_ms": ms(pct(after, 99))}
     out["all"] = {"p50_ms": ms(pct(all_over, 50)), "p99_ms": ms(pct(all_over, 99)), "max_ms": ms(max(all_over))}
     return out
 
@@ -331,6 +352,16 @@ def table(R) -> list[str]:
                  f"{'yes' if a['p99_ms'] <= 10 else 'no'} | {r['load']} |")
         L += ["", "overshoot by timebox (ms): " + "; ".join(
             f"{tb}s p50 {v['p50_ms']} p99 {v['p99_ms']} max {v['max_ms']}" for tb, v in r["by_timebox"].items())]
+        if "coverage" in r:
+            L += ["", "coverage of the deadline row's layers: " + ", ".join(
+                f"{n} {c}" for n, c in sorted(r["coverage"].items()))]
+        if any("after_layers_p99_ms" in v for v in r["by_timebox"].values()):
+            L += ["", "where it went (ms; last layer's return minus the timebox / work after the last layer): "
+                  + "; ".join(f"{tb}s p50 {v['last_layer_vs_deadline_p50_ms']}/{v['after_layers_p50_ms']} "
+                              f"p99 {v['last_layer_vs_deadline_p99_ms']}/{v['after_layers_p99_ms']}"
+                              for tb, v in r["by_timebox"].items())]
+    last_row = max(i for i, x in enumerate(L) if x.startswith("| "))
+    L[last_row + 1:last_row + 1] = goal_rows.table_lines(R)
     for k in ("names", "bm25", "grep", "dense", "deadline"):
         if k in R and R[k].get("profile"):
             L += ["", f"profile of the {k} row:", "```", R[k]["profile"].strip(), "```"]
@@ -343,13 +374,17 @@ def main(argv=None) -> int:
     ap.add_argument("--docs", type=int, default=1500)
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--only", default="names,bm25,grep,dense,deadline")
+    ap.add_argument("--only", default=",".join(ROWS))
+    ap.add_argument("--state", default=None, help="keep the SciFact folder and state here (reused)")
+    ap.add_argument("--build-docs", type=int, default=100, help="documents of the build row")
+    ap.add_argument("--edits", type=int, default=5, help="edited files of the edit row")
     ap.add_argument("--cheap", action="store_true", help="deadline row without the encoder layers")
     ap.add_argument("--profile", default="", help="comma list of rows to profile")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     if a.quick:
         a.docs, a.queries, a.reps = min(a.docs, 300), min(a.queries, 20), 1
+        a.build_docs, a.edits = min(a.build_docs, 20), min(a.edits, 2)
     only = set(a.only.split(","))
     prof = set(a.profile.split(",")) - {""}
     R = {"date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"), "load_start": load_avg(),
@@ -366,21 +401,37 @@ def main(argv=None) -> int:
                 R["grep"] = row_grep(eng, corpus, qs, a.reps, "grep" in prof)
                 R["grep"]["load"] = load_avg()
             eng.close()
-        if only & {"bm25", "dense", "deadline"}:
-            docs, queries, root = scifact(work, a.docs, a.queries)
-            eng = lar.open(root, state=work / "state-sf")
+        if only & {"bm25", "dense", "late", "deadline", "anytime"}:
+            sf = Path(a.state) if a.state else work
+            docs, queries, root, qrels, doc_of = scifact(sf, a.docs, a.queries)
+            eng = lar.open(root, state=sf / "state-sf")
             if "bm25" in only:
                 R["bm25"] = row_bm25(eng, docs, queries, a.reps, "bm25" in prof)
                 R["bm25"]["load"] = load_avg()
             if "dense" in only:
                 R["dense"] = row_dense(eng, queries, a.reps, "dense" in prof)
                 R["dense"]["load"] = load_avg()
+            if "late" in only:
+                R["late"] = goal_rows.row_late(eng, queries, a.reps, paired=paired, summarise=summarise,
+                                               timed=timed)
+                R["late"]["load"] = load_avg()
             if "deadline" in only:
                 tbs = (0.05, 0.2, 1.0) if a.quick else TIMEBOXES
                 dq = dict(list(queries.items())[: max(5, a.queries // 2)])
                 R["deadline"] = row_deadline(eng, dq, tbs, a.cheap)
                 R["deadline"]["load"] = load_avg()
+            if "anytime" in only:
+                if "deadline" not in only:
+                    eng.build(timebox=3600)
+                R["anytime"] = goal_rows.row_anytime(eng, queries, qrels, doc_of)
+                R["anytime"]["load"] = load_avg()
             eng.close()
+        if "edit" in only:
+            R["edit"] = goal_rows.row_edit(a.edits)
+            R["edit"]["load"] = load_avg()
+        if "build" in only:
+            R["build"] = goal_rows.row_build(a.build_docs)
+            R["build"]["load"] = load_avg()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     lines = table(R)
