@@ -294,7 +294,7 @@ def row_deadline(eng, queries, timeboxes, cheap: bool) -> dict:
            "coverage": goal_rows.coverage(eng, set(names))}
     all_over = []
     for tb in timeboxes:
-        overs, layers_late, after = [], [], []
+        overs, layers_late, after, late_by = [], [], [], {}
         for q in qs:
             t = time.perf_counter()
             res = eng.search(q, timebox=tb, layers=names)
@@ -304,6 +304,9 @@ def row_deadline(eng, queries, timeboxes, cheap: bool) -> dict:
             # (fusion, enrichment, ...) after it
             last = max((r.elapsed for r in res.runs), default=0.0)
             layers_late.append(last - tb)
+            for r in res.runs:  # which layers returned more than 10 ms past the deadline
+                if r.elapsed - tb > 0.01:
+                    late_by[r.name] = max(late_by.get(r.name, 0.0), round(1000 * (r.elapsed - tb), 1))
             after.append(wall - last)
             del res
         all_over += overs
@@ -312,7 +315,8 @@ def row_deadline(eng, queries, timeboxes, cheap: bool) -> dict:
                                       "last_layer_vs_deadline_p50_ms": ms(pct(layers_late, 50)),
                                       "last_layer_vs_deadline_p99_ms": ms(pct(layers_late, 99)),
                                       "after_layers_p50_ms": ms(pct(after, 50)),
-                                      "after_layers_p99_ms": ms(pct(after, 99))}
+                                      "after_layers_p99_ms": ms(pct(after, 99)),
+                                      "layers_past_deadline_max_ms": late_by}
     out["all"] = {"p50_ms": ms(pct(all_over, 50)), "p99_ms": ms(pct(all_over, 99)), "max_ms": ms(max(all_over))}
     return out
 
@@ -360,6 +364,8 @@ def table(R) -> list[str]:
                   + "; ".join(f"{tb}s p50 {v['last_layer_vs_deadline_p50_ms']}/{v['after_layers_p50_ms']} "
                               f"p99 {v['last_layer_vs_deadline_p99_ms']}/{v['after_layers_p99_ms']}"
                               for tb, v in r["by_timebox"].items())]
+            L += ["", "layers that returned over 10 ms past the deadline (worst ms): " + "; ".join(
+                f"{tb}s {v.get('layers_past_deadline_max_ms') or 'none'}" for tb, v in r["by_timebox"].items())]
     last_row = max(i for i, x in enumerate(L) if x.startswith("| "))
     L[last_row + 1:last_row + 1] = goal_rows.table_lines(R)
     for k in ("names", "bm25", "grep", "dense", "deadline"):
