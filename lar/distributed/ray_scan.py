@@ -69,10 +69,13 @@ class ShardLoader:
 class ShardActor:
     """One shard (run as a Ray actor; usable in-process too, which is how it is unit-tested)."""
 
-    def __init__(self, shard: int, source: Any, scan: Callable[..., Any]):
+    def __init__(self, shard: int, source: Any, scan: Callable[..., Any], arena: Any = None):
         self.shard = shard
         self.source = source
         self.scan_fn = scan
+        # this shard's own device arena (an object with ``arena()``, ``prune(keep)`` and
+        # ``status()``, made by the layer: ``lar.layers.late.sharded.ShardArena``), or None
+        self.arena = arena
         self.loader = ShardLoader(source)  # counts the units read by this incarnation
         self.restarted = False
         ray = sys.modules.get("ray")  # imported in every actor; asked only there (asking with
@@ -108,11 +111,18 @@ class ShardActor:
         and this shard's figures."""
         t0 = time.time()
         self.source.retain(hashes)
+        options = dict(options)
+        arena = self.arena.arena() if self.arena is not None else None
+        if arena is not None:  # the shard's units stay on its device across searches
+            self.arena.prune(set(hashes))
+            options["resident"] = arena
         res = self.scan_fn(q, weights, list(hashes), self.loader, k,
                            should_stop=lambda: time.time() >= deadline, **options)
         stats = {"shard": self.shard, "units": len(hashes), "scanned": len(res.scanned),
                  "seconds": round(time.time() - t0, 4), "loaded": self.loaded,
                  "restarted": self.restarted, "aborted": bool(res.aborted)}
+        if arena is not None:
+            stats["resident"] = self.arena.status()
         return res, stats
 
 
@@ -120,17 +130,20 @@ class ShardedScan:
     """``n`` shard actors on the Ray cluster at ``address`` (None: the running one, or a local
     one). ``source`` and ``scan`` must pickle (module-level classes and functions). The query
     ``q`` and ``weights`` travel to the shards as they are (the late layer's query token
-    vectors and weights; the chunk-vector layers' unit query vector and None)."""
+    vectors and weights; the chunk-vector layers' unit query vector and None). ``arena``: a
+    picklable maker of each shard's own device arena (None: the shards scan from host memory);
+    ``actor_options`` go to Ray (``num_gpus`` for actors whose arena is on a GPU)."""
 
     def __init__(self, n: int, source: Any, scan: Callable[..., Any], *, address: str | None = None,
-                 max_restarts: int = 4, actor_options: dict[str, Any] | None = None):
+                 max_restarts: int = 4, actor_options: dict[str, Any] | None = None,
+                 arena: Any = None):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(f"the number of shards must be a positive integer, got {n!r}")
         self.ray = connect(address)
         self.n = n
         remote = self.ray.remote(ShardActor)
         opts = {"max_restarts": max_restarts, "max_task_retries": 0, **(actor_options or {})}
-        self.actors = [remote.options(**opts).remote(i, source, scan) for i in range(n)]
+        self.actors = [remote.options(**opts).remote(i, source, scan, arena) for i in range(n)]
 
     def ready(self, timeout: float = 60.0) -> bool:
         """Wait until every actor answers (their start-up is seconds of Python imports)."""

@@ -21,7 +21,8 @@ sentence-transformers, colbert, bge-m3), ``device`` (None = CUDA when available,
 ``pool``, ``pool_method`` (ward, adjacent), ``pca``, ``int8``, ``block_tokens`` (None: 65536, 1 M
 from a CUDA arena), ``device_mb`` (``lar.layers.kits.resident``), ``localise``,
 ``shards`` (0: scan in this process; n: scan n shards on Ray actors, at the engine's
-``ray_address``, docs/ray.md).
+``ray_address``, docs/ray.md; each actor keeps its units in its own arena on ``device`` within
+``device_mb``, asking Ray for ``shard_gpus`` GPUs: None = 1 when ``device`` is cuda, else 0).
 """
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
     defaults = {"model": None, "kind": "auto", "device": None, "pool": 1, "pool_method": "ward",
                 "pca": 0, "int8": False, "block_tokens": None, "localise": True,
                 "max_unit_bytes": DEFAULT_MAX_UNIT_BYTES, "cache_mb": 1024, "shards": 0,
-                "device_mb": None}
+                "device_mb": None, "shard_gpus": None}
 
     @classmethod
     def check_options(cls, o: dict[str, Any]) -> None:
@@ -82,6 +83,10 @@ class LateLayer(SharedPassLayer, EmbeddingLayer):
         if not isinstance(o["int8"], bool) or not isinstance(o["localise"], bool):
             raise ConfigError(f"layer {cls.name!r}: int8 and localise must be True or False")
         check_device_mb(cls.name, o["device_mb"])
+        g = o["shard_gpus"]
+        if g is not None and (isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 <= g <= 8):
+            raise ConfigError(f"layer {cls.name!r}: shard_gpus must be None (1 when device is cuda, "
+                              f"else 0) or a number of GPUs per shard actor from 0 to 8, got {g!r}")
 
     def __init__(self, ctx: LayerContext):
         super().__init__(ctx)
