@@ -23,9 +23,10 @@ from typing import Sequence
 import numpy as np
 
 from lar.core import deadline
-from lar.core.errors import ConfigError, QueryError
+from lar.core.errors import ConfigError, DeadlineExceeded, QueryError
 from lar.encoders.encoding import UnitEncoding
 from lar.encoders.batchplan import plan_batches
+from lar.encoders.resume import PartialPasses, windows_key
 
 __all__ = ["QueryEncoding", "TokenEncoder", "Window", "decode_with_offsets", "plan_windows"]
 
@@ -163,6 +164,7 @@ class TokenEncoder:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        self._partial = PartialPasses()
 
     # -- to implement ---------------------------------------------------------------------
     def _forward(self, windows: list[Window], *, is_query: bool
@@ -213,13 +215,22 @@ class TokenEncoder:
 
     def _run(self, windows: list[Window], *, is_query: bool):
         order = sorted(range(len(windows)), key=lambda i: -len(windows[i].ids))
-        results: list = [None] * len(windows)
+        # a pass over these windows abandoned at its deadline left its finished batches here:
+        # take them back (lar.encoders.resume), so a unit longer than any build slice finishes
+        key = windows_key(windows)
+        results: list = self._partial.take(key, len(windows))
         # batches cut where padding wastes least (lar.encoders.batchplan), batch_size at most
         cuts = plan_batches([len(windows[i].ids) + self._n_special for i in order], self.batch_size)
         for a, b in zip(cuts, cuts[1:]):
-            # between batches: work past the caller's deadline is abandoned (lar.core.deadline)
-            deadline.check(f"encoding with {self.model_id}")
             batch = order[a:b]
+            if all(results[j] is not None for j in batch):
+                continue
+            # between batches: work past the caller's deadline is abandoned (lar.core.deadline)
+            try:
+                deadline.check(f"encoding with {self.model_id}")
+            except DeadlineExceeded:
+                self._partial.put(key, results)
+                raise
             for j, res in zip(batch, self._forward([windows[j] for j in batch], is_query=is_query)):
                 results[j] = res
         return results

@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import lar
@@ -145,6 +146,49 @@ def test_a_build_stops_at_its_timebox_inside_a_long_model_unit(tmp_path, slow_la
         assert slow_layer.batches == batches  # nothing is still encoding behind the caller's back
         layer = eng.layers["slowenc"]
         assert layer.built() == {}  # the abandoned unit is pending, not marked failed
+
+
+def test_an_encoder_pass_abandoned_at_its_deadline_resumes_where_it_stopped():
+    from lar.core.deadline import work_limit
+    from lar.core.errors import DeadlineExceeded
+
+    from lifecycle_fakes import SECONDS_PER_BATCH, SlowEncoder
+
+    enc, fresh = SlowEncoder(), SlowEncoder()
+    text = " ".join(f"w{i}" for i in range(60)).encode()  # 10 windows of 6 words: 10 batches
+    with pytest.raises(DeadlineExceeded):
+        with work_limit(time.monotonic() + 2.5 * SECONDS_PER_BATCH):
+            enc.encode_spans(text, [(0, len(text))])
+    done = enc.batches
+    assert 1 <= done < 10
+    got = enc.encode_spans(text, [(0, len(text))])
+    assert enc.batches == 10  # the abandoned batches are not encoded again
+    assert enc._partial.resumed == done
+    want = fresh.encode_spans(text, [(0, len(text))])
+    assert fresh.batches == 10
+    assert got.n_chunks == want.n_chunks == 10
+    assert np.array_equal(got.chunk_spans, want.chunk_spans)
+    assert np.array_equal(got.pooled, want.pooled)
+
+
+@pytest.mark.slow
+def test_a_model_unit_longer_than_every_build_slice_is_built_in_slices(tmp_path, slow_layer):
+    # the harness builds in 2 s slices: a paper whose encoding took longer was abandoned at each
+    # slice's deadline and started again from its first window, so it never finished
+    from lifecycle_fakes import slow_corpus
+
+    root = slow_corpus(tmp_path / "corpus", files=1, lines=30)  # one unit: 30 batches, 3 s
+    before = slow_layer.batches
+    with lar.open(root, state=tmp_path / "state", spare_build=False) as eng:
+        reports = []
+        for _ in range(24):  # 0.5 s slices: 12 s, four times the unit's encoding
+            rep = eng.build(timebox=0.5, layers=["slowenc"])["layers"]["slowenc"]
+            reports.append(rep)
+            if rep["pending"] == 0:
+                break
+        assert reports[-1]["ok"] == 1 and reports[-1]["pending"] == 0, reports[-1]
+        assert reports[0]["state"] == "aborted"  # more than one slice was needed
+        assert slow_layer.batches - before == 30  # each batch encoded once
 
 
 @pytest.mark.slow
