@@ -1,9 +1,8 @@
 """Write a BEIR folder with at most N queries of each query type (``metadata.type``).
 
 The per-kind runs of ``2026-12-03-harness-3`` and ``2026-12-04-harness-4`` cut a generated set
-to a stratified seeded sample: ``random.Random(seed).sample`` of each type's queries (types in
-sorted order, each type's queries in file order), the corpus unchanged, the qrels of the kept
-queries only.
+to a stratified seeded sample: a fresh ``random.Random(seed).sample`` of each type's queries
+(in file order), the corpus unchanged, the qrels of the kept queries only.
 
     python benchmarks/kind_subset.py sets/std60 sets/std60-40 40
 """
@@ -29,11 +28,9 @@ def main(argv=None) -> int:
     for line in lines:
         q = json.loads(line)
         by_type.setdefault((q.get("metadata") or {}).get("type", ""), []).append(q["_id"])
-    rng = random.Random(a.seed)
     keep: set[str] = set()
-    for kind in sorted(by_type):
-        ids = by_type[kind]
-        keep.update(ids if len(ids) <= a.n else rng.sample(ids, a.n))
+    for ids in by_type.values():
+        keep.update(ids if len(ids) <= a.n else random.Random(a.seed).sample(ids, a.n))
     (dst / "qrels").mkdir(parents=True, exist_ok=True)
     shutil.copy(src / "corpus.jsonl", dst / "corpus.jsonl")
     (dst / "queries.jsonl").write_text(
